@@ -1,0 +1,105 @@
+# Binding: the module never takes a controller by itself; it binds when asked, reads the
+# controller's registers as QEMU set them, lets go cleanly, and tools/nvme-bind refuses busy
+# devices.
+
+no_device_taken() {
+    for d in "$CTRL_NULL" "$CTRL_FILE" "$CTRL_MULTI"; do
+        [ "$(bound_driver "$d")" = none ] || fail "$d bound to $(bound_driver "$d") by itself"
+    done
+}
+
+no_modalias() {
+    aliases=$(modinfo -F alias "$NVA_KO")
+    [ -z "$aliases" ] || fail "module has aliases: $aliases"
+}
+
+# CAP as the stock driver's nvme-cli reads it from BAR0 ("cap : 0x...").
+stock_cap() {
+    ctrl=$(ls "/sys/bus/pci/devices/$CTRL_NULL/nvme")
+    nvme show-regs "/dev/$ctrl" | awk '$1 == "cap" { print $3 }'
+}
+
+record_stock_cap() {
+    v=$(stock_cap)
+    [ -n "$v" ] || fail "nvme show-regs printed no cap"
+    echo "$v" >/tmp/stock_cap
+}
+
+bound_to_adaptive() {
+    [ "$(bound_driver "$CTRL_NULL")" = nvme_adaptive ] || fail "bound to $(bound_driver "$CTRL_NULL")"
+}
+
+cap_matches_stock() {
+    want=$(cat /tmp/stock_cap)
+    got=$(dmesg | sed -n "s/.*nvme_adaptive $CTRL_NULL: cap \(0x[0-9a-f]*\):.*/\1/p" | tail -n 1)
+    [ -n "$got" ] || fail "no CAP line from nvme_adaptive in dmesg"
+    [ "$((want))" = "$((got))" ] || fail "CAP from nvme_adaptive $got != nvme show-regs $want"
+}
+
+stock_reads_a_block() {
+    disk=$(disks_of "$CTRL_NULL" | head -n 1)
+    [ -n "$disk" ] || fail "no disk under $CTRL_NULL"
+    dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>&1
+}
+
+expect_refusal() {
+    # expect_refusal WHAT: nvme-bind must fail, name the reason, and leave the binding alone.
+    out=$(nvme-bind "$CTRL_FILE" nvme_adaptive 2>&1) && fail "nvme-bind took a device with $1: $out"
+    echo "$out" | grep -q "$1" || fail "refusal does not mention '$1': $out"
+    [ "$(bound_driver "$CTRL_FILE")" = nvme ] || fail "binding changed despite the refusal"
+}
+
+refuses_mounted() {
+    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    mke2fs -q "/dev/$disk" >/dev/null 2>&1 || fail "mke2fs failed"
+    mount "/dev/$disk" /mnt || fail "mount failed"
+    expect_refusal "mounted filesystem"
+    rc=$?
+    umount /mnt
+    return $rc
+}
+
+refuses_open() {
+    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    sleep 600 <"/dev/$disk" &
+    holder=$!
+    expect_refusal "open by pid $holder"
+    rc=$?
+    kill $holder
+    wait $holder 2>/dev/null
+    return $rc
+}
+
+refuses_swap() {
+    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    mkswap "/dev/$disk" >/dev/null 2>&1 || fail "mkswap failed"
+    swapon "/dev/$disk" || fail "swapon failed"
+    expect_refusal "active swap"
+    rc=$?
+    swapoff "/dev/$disk"
+    return $rc
+}
+
+bad_usage() {
+    nvme-bind >/dev/null 2>&1; [ $? = 2 ] || fail "no arguments: exit status not 2"
+    nvme-bind "$CTRL_NULL" sata >/dev/null 2>&1; [ $? = 2 ] || fail "unknown driver: exit status not 2"
+    nvme-bind 00:1f "$CTRL_NULL" >/dev/null 2>&1; [ $? = 2 ] || fail "bad address: exit status not 2"
+    out=$(nvme-bind 0000:00:00.0 nvme 2>&1); [ $? = 1 ] || fail "non-NVMe device accepted"
+    echo "$out" | grep -q "not an NVMe controller" || fail "non-NVMe refusal unclear: $out"
+}
+
+check insmod load_adaptive
+check no-autobind no_device_taken
+check no-modalias no_modalias
+check stock-loads load_stock
+check stock-cap record_stock_cap
+check bind nvme-bind "$CTRL_NULL" nvme_adaptive
+check bound-to-adaptive bound_to_adaptive
+check cap-matches-stock cap_matches_stock
+check unbind-to-stock nvme-bind "$CTRL_NULL" nvme
+check rmmod unload_adaptive
+check stock-reads-again stock_reads_a_block
+check refuses-mounted refuses_mounted
+check refuses-open refuses_open
+check refuses-swap refuses_swap
+check bad-usage bad_usage
