@@ -25,81 +25,81 @@
 //! completions (`gap_ns`), so no division by a rate is ever needed and no floating point is used.
 
 /// Shortest poll wait: below about a microsecond programming the timer costs more than it saves.
-pub const MIN_WAIT_NS: u64 = 1_000;
+pub(crate) const MIN_WAIT_NS: u64 = 1_000;
 
 /// A poll that reaps at least this share of what the rate estimate predicted is "productive".
-pub const KEEP_UP_PERCENT: u64 = 50;
+pub(crate) const KEEP_UP_PERCENT: u64 = 50;
 
 /// Polls that must keep up before an episode counts as worth its cost (one mask, one unmask and
 /// the interrupt the device replays on unmask: about three interrupts' worth of work).
-pub const MIN_PRODUCTIVE_POLLS: u32 = 4;
+pub(crate) const MIN_PRODUCTIVE_POLLS: u32 = 4;
 
 /// "How far behind" saturates here, so one empty poll cannot ask for an absurd backoff.
-pub const MAX_BEHIND: u64 = 16;
+pub(crate) const MAX_BEHIND: u64 = 16;
 
 /// A sample is restarted when no interrupt came for this many latency windows (the queue went
 /// idle, and the gap would make a starting burst look slow); a poll episode tolerates silence
 /// of at most this many windows.
-pub const SAMPLE_IDLE_WINDOWS: u64 = 8;
+pub(crate) const SAMPLE_IDLE_WINDOWS: u64 = 8;
 
 /// Consecutive failed episodes beyond this do not grow the backoff further (it is capped anyway).
 const MAX_FAILURES: u32 = 32;
 
 /// Tunables, read afresh at every decision so runtime changes apply at the next one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Params {
+pub(crate) struct Params {
     /// Master switch; when off the queue never leaves interrupts.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Completions per rate sample while on interrupts.
-    pub sample_size: u32,
+    pub(crate) sample_size: u32,
     /// Completions each poll aims to collect.
-    pub target_batch: u32,
+    pub(crate) target_batch: u32,
     /// Latency window: the longest wait between two polls.
-    pub max_delay_ns: u64,
+    pub(crate) max_delay_ns: u64,
     /// Backoff after an episode that fell behind, before growth and the "behind" factor.
-    pub backoff_ns: u64,
+    pub(crate) backoff_ns: u64,
     /// Cap on any backoff.
-    pub backoff_max_ns: u64,
+    pub(crate) backoff_max_ns: u64,
     /// Factor applied per consecutive failed episode.
-    pub backoff_growth: u32,
+    pub(crate) backoff_growth: u32,
     /// Polls after which an episode returns to interrupts to re-sample.
-    pub episode_polls: u32,
+    pub(crate) episode_polls: u32,
 }
 
 /// One tunable: its module parameter name, unit, default and valid range.
 #[derive(Clone, Copy, Debug)]
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub unit: &'static str,
-    pub default: u32,
-    pub min: u32,
-    pub max: u32,
-    pub description: &'static str,
+pub(crate) struct ParamSpec {
+    pub(crate) name: &'static str,
+    pub(crate) unit: &'static str,
+    pub(crate) default: u32,
+    pub(crate) min: u32,
+    pub(crate) max: u32,
+    pub(crate) description: &'static str,
 }
 
 impl ParamSpec {
     /// Whether `value` is in the valid range.
-    pub const fn accepts(&self, value: u32) -> bool {
+    pub(crate) const fn accepts(&self, value: u32) -> bool {
         value >= self.min && value <= self.max
     }
 }
 
 /// Index of each tunable in [`PARAM_SPECS`].
-pub mod param {
-    pub const ADAPTIVE: usize = 0;
-    pub const SAMPLE_SIZE: usize = 1;
-    pub const TARGET_BATCH: usize = 2;
-    pub const MAX_DELAY_US: usize = 3;
-    pub const BACKOFF_US: usize = 4;
-    pub const BACKOFF_MAX_US: usize = 5;
-    pub const BACKOFF_GROWTH: usize = 6;
-    pub const EPISODE_POLLS: usize = 7;
-    pub const COUNT: usize = 8;
+pub(crate) mod param {
+    pub(crate) const ADAPTIVE: usize = 0;
+    pub(crate) const SAMPLE_SIZE: usize = 1;
+    pub(crate) const TARGET_BATCH: usize = 2;
+    pub(crate) const MAX_DELAY_US: usize = 3;
+    pub(crate) const BACKOFF_US: usize = 4;
+    pub(crate) const BACKOFF_MAX_US: usize = 5;
+    pub(crate) const BACKOFF_GROWTH: usize = 6;
+    pub(crate) const EPISODE_POLLS: usize = 7;
+    pub(crate) const COUNT: usize = 8;
 }
 
 /// Every tunable of the policy, in [`param`] order. Documentation/nvme-adaptive/params.rst
 /// explains the defaults.
-pub const PARAM_SPECS: [ParamSpec; param::COUNT] = [
+pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
     ParamSpec {
         name: "adaptive",
         unit: "bool",
@@ -168,7 +168,7 @@ pub const PARAM_SPECS: [ParamSpec; param::COUNT] = [
 
 impl Params {
     /// Builds the parameters from raw values in [`param`] order (as the module stores them).
-    pub const fn from_raw(raw: [u32; param::COUNT]) -> Self {
+    pub(crate) const fn from_raw(raw: [u32; param::COUNT]) -> Self {
         Self {
             enabled: raw[param::ADAPTIVE] != 0,
             sample_size: raw[param::SAMPLE_SIZE],
@@ -180,22 +180,11 @@ impl Params {
             episode_polls: raw[param::EPISODE_POLLS],
         }
     }
-
-    /// The defaults of [`PARAM_SPECS`].
-    pub const fn defaults() -> Self {
-        let mut raw = [0; param::COUNT];
-        let mut i = 0;
-        while i < param::COUNT {
-            raw[i] = PARAM_SPECS[i].default;
-            i += 1;
-        }
-        Self::from_raw(raw)
-    }
 }
 
 /// Where the queue is in its loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// On interrupts, measuring the completion rate.
     Sample,
     /// Vector masked; the poll timer drains the CQ.
@@ -205,7 +194,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Stage::Sample => "sample",
             Stage::Poll => "poll",
@@ -216,7 +205,7 @@ impl Stage {
 
 /// Why a poll episode ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// Nothing left in flight.
     Idle,
     /// The poll reaped far fewer completions than the rate predicted, or the rate no longer
@@ -230,7 +219,7 @@ pub enum Ending {
 
 /// What the driver must do after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Stay on interrupts (after an IRQ event).
     Stay,
     /// Mask the queue's vector and arm the poll timer to expire after `wait_ns`.
@@ -243,7 +232,7 @@ pub enum Action {
 
 /// Per-queue policy state. Owned by the queue and only touched under its CQ lock.
 #[derive(Clone, Debug)]
-pub struct Policy {
+pub(crate) struct Policy {
     stage: Stage,
     /// Start of the current rate sample; `None` until the first interrupt opens one.
     sample_start: Option<u64>,
@@ -276,7 +265,7 @@ impl Default for Policy {
 }
 
 impl Policy {
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self {
             stage: Stage::Sample,
             sample_start: None,
@@ -294,37 +283,37 @@ impl Policy {
         }
     }
 
-    pub fn stage(&self) -> Stage {
+    pub(crate) fn stage(&self) -> Stage {
         self.stage
     }
 
     /// Estimated completion rate in completions per second (0 before the first sample).
-    pub fn rate_per_sec(&self) -> u64 {
+    pub(crate) fn rate_per_sec(&self) -> u64 {
         if self.gap_ns == 0 {
             0
         } else {
-            1_000_000_000 / self.gap_ns
+            1_000_000_000 / self.gap_ns.max(1)
         }
     }
 
     /// The last wait asked of the poll timer.
-    pub fn wait_ns(&self) -> u64 {
+    pub(crate) fn wait_ns(&self) -> u64 {
         self.wait_ns
     }
 
     /// The current (or last) backoff.
-    pub fn backoff_ns(&self) -> u64 {
+    pub(crate) fn backoff_ns(&self) -> u64 {
         self.backoff_ns
     }
 
     /// Consecutive poll episodes that did not pay off.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// The IRQ handler reaped `reaped` completions at `now`; `inflight` remain outstanding.
     /// Returns [`Action::Stay`] or [`Action::StartPolling`].
-    pub fn on_irq(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
+    pub(crate) fn on_irq(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
         let since_last = now.saturating_sub(self.last_irq);
         self.last_irq = now;
         match self.stage {
@@ -350,11 +339,11 @@ impl Policy {
             self.restart_sample(now);
             return Action::Stay;
         }
-        self.sample_count += u64::from(reaped);
+        self.sample_count = self.sample_count.saturating_add(u64::from(reaped));
         if self.sample_count < u64::from(p.sample_size) {
             return Action::Stay;
         }
-        self.gap_ns = (now.saturating_sub(start) / self.sample_count).max(1);
+        self.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
         self.restart_sample(now);
         let wait = self.batch_wait(p);
         if wait > p.max_delay_ns || inflight < p.target_batch {
@@ -373,7 +362,7 @@ impl Policy {
 
     /// The poll timer reaped `reaped` completions at `now`; `inflight` remain outstanding.
     /// Returns [`Action::Rearm`] or [`Action::StopPolling`].
-    pub fn on_timer(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
+    pub(crate) fn on_timer(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
         if self.stage != Stage::Poll {
             // Only reachable if the driver broke the protocol; never leave a vector masked.
             return Action::StopPolling {
@@ -382,10 +371,14 @@ impl Policy {
         }
         let elapsed = now.saturating_sub(self.last_poll).max(1);
         self.last_poll = now;
-        self.episode_polls += 1;
+        self.episode_polls = self.episode_polls.saturating_add(1);
         let reaped = u64::from(reaped);
-        if reaped * 100 >= (elapsed / self.gap_ns).max(1) * KEEP_UP_PERCENT {
-            self.productive_polls += 1;
+        if reaped * 100
+            >= (elapsed / self.gap_ns.max(1))
+                .max(1)
+                .saturating_mul(KEEP_UP_PERCENT)
+        {
+            self.productive_polls = self.productive_polls.saturating_add(1);
         }
         if reaped > 0 {
             // Measured since the last poll that found anything: empty polls in between are part
@@ -393,7 +386,12 @@ impl Policy {
             let span = now.saturating_sub(self.last_reap).max(1);
             self.last_reap = now;
             // Moving average, a quarter weight for the newest interval.
-            self.gap_ns = ((self.gap_ns * 3 + span / reaped) / 4).max(1);
+            self.gap_ns = (self
+                .gap_ns
+                .saturating_mul(3)
+                .saturating_add(span / reaped.max(1))
+                / 4)
+            .max(1);
         }
 
         if !p.enabled {
@@ -429,7 +427,7 @@ impl Policy {
 
     /// Leave polling without a timer decision (teardown or controller reset cancelled the
     /// timer). Returns whether the queue was polling, i.e. whether its vector must be unmasked.
-    pub fn abort_polling(&mut self) -> bool {
+    pub(crate) fn abort_polling(&mut self) -> bool {
         let was_polling = self.stage == Stage::Poll;
         if was_polling {
             self.stage = Stage::Sample;

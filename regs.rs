@@ -110,3 +110,13 @@ register! {
 
 /// CSTS read back as all ones: the device no longer answers (surprise removal, link down).
 pub(crate) const DEVICE_GONE: u32 = !0;
+
+/// CC.SHN value for a normal shutdown notification.
+pub(crate) const SHN_NORMAL: u32 = 1;
+/// CSTS.SHST value once shutdown processing is complete.
+pub(crate) const SHST_COMPLETE: u32 = 2;
+/// CAP.CSS bit: the controller supports the "I/O command sets" selection (CC.CSS = 6).
+pub(crate) const CAP_CSS_CSI: u32 = 1 << 6;
+/// CC.CSS values: the NVM command set only, or every supported set.
+pub(crate) const CC_CSS_NVM: u32 = 0;
+pub(crate) const CC_CSS_CSI: u32 = 6;

@@ -33,7 +33,7 @@ fail() {
 # The test rig's controllers, at the fixed slots tools/vm gives them.
 CTRL_NULL=0000:00:04.0   # null-co backend: fast, reads zeroes, drops writes
 CTRL_FILE=0000:00:05.0   # raw file backend: data survives, for integrity checks
-CTRL_MULTI=0000:00:06.0  # two namespaces: 512 B and 4 KiB logical blocks
+CTRL_MULTI=0000:00:06.0  # namespaces: 1 with 512 B blocks, 2 with 4 KiB, 3 with a bad sector
 
 load_stock() {
     grep -q '^nvme ' /proc/modules && return 0
@@ -82,4 +82,46 @@ wait_for() {
         [ "$tries" -gt 0 ] || return 1
         usleep 100000
     done
+}
+
+# Moves a controller to nvme_adaptive (loading it if needed); prints nothing.
+to_adaptive() {
+    load_adaptive >/dev/null 2>&1
+    nvme-bind "$1" nvme_adaptive >/dev/null
+}
+
+# Moves a controller to the stock driver (loading it if needed).
+to_stock() {
+    load_stock >/dev/null 2>&1
+    nvme-bind "$1" nvme >/dev/null
+}
+
+# The disk of namespace NSID on controller PCI_ADDR (either driver).
+disk_of() {
+    for d in $(disks_of "$1"); do
+        case "$d" in
+            *n"$2") echo "$d"; return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# Runs fio with a time limit; fails unless it completes with no I/O or verify error.
+# The terse output goes to $FIO_OUT for callers that want figures.
+FIO_OUT=/tmp/fio.out
+run_fio() {
+    timeout 900 fio --output-format=terse --terse-version=3 "$@" >"$FIO_OUT" 2>/tmp/fio.err
+    rc=$?
+    if [ $rc != 0 ]; then
+        echo "fio exited with $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')"
+        return 1
+    fi
+    # Terse v3 field 5 is the job's error number.
+    bad=$(awk -F';' '$1 == 3 && $5 != 0 { print $3 ": error " $5 }' "$FIO_OUT")
+    [ -z "$bad" ] || fail "fio reported errors: $bad"
+}
+
+# Sum over fio's terse lines of read (field 8) plus write (field 49) IOPS.
+fio_iops() {
+    awk -F';' '$1 == 3 { s += $8 + $49 } END { printf "%d", s }' "$FIO_OUT"
 }

@@ -1,5 +1,20 @@
-//! The driver's `policy.rs`, compiled for the host exactly as the module compiles it.
-#![no_std]
+//! The driver's `policy.rs`, compiled for the host exactly as the module compiles it, with its
+//! host tests (which, being in this crate, see its `pub(crate)` items as the module does).
+#![cfg_attr(not(test), no_std)]
 
 #[path = "../../../policy.rs"]
-pub mod policy;
+#[allow(dead_code)]
+mod policy;
+
+#[cfg(test)]
+mod model;
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod transitions;
+
+/// The default parameters, as the module starts with them.
+#[cfg(test)]
+fn defaults() -> policy::Params {
+    policy::Params::from_raw(policy::PARAM_SPECS.map(|s| s.default))
+}

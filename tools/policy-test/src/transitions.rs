@@ -1,6 +1,6 @@
 //! One test per transition of the policy state machine.
 
-use nvme_adaptive_policy::policy::*;
+use crate::policy::*;
 
 const US: u64 = 1_000;
 
@@ -339,7 +339,6 @@ fn abort_polling_reports_whether_the_vector_was_masked() {
 
 #[test]
 fn poll_waits_respect_the_minimum() {
-    let p = params();
     let mut pol = Policy::new();
     // 64 completions every 4 us: 62.5 ns gap; a batch takes 500 ns, raised to 1 us.
     let (action, _) = sample(&mut pol, 0, 4 * US, 64, 256);
@@ -354,7 +353,7 @@ fn param_specs_are_consistent() {
         assert!(!spec.accepts(spec.max.wrapping_add(1)) || spec.max == u32::MAX);
         assert!(spec.min == 0 || !spec.accepts(spec.min - 1));
     }
-    let d = Params::defaults();
+    let d = crate::defaults();
     assert!(d.enabled);
     assert_eq!(d.max_delay_ns, u64::from(PARAM_SPECS[param::MAX_DELAY_US].default) * 1000);
     assert!(d.backoff_ns <= d.backoff_max_ns);

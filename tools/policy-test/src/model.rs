@@ -2,7 +2,7 @@
 //! the pending bit replayed on unmask), a poll timer with configurable overshoot, and a workload
 //! that resubmits. It drives the policy exactly as the driver does and checks what comes out.
 
-use nvme_adaptive_policy::policy::*;
+use crate::policy::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -258,13 +258,13 @@ fn steady(qd: u32, latency: u64, until: u64) -> Vec<Phase> {
 #[test]
 fn dense_steady_stream_is_polled() {
     // 32 in flight at 64 us: 500k completions/s, the regime of the reference design.
-    let m = Model::new(Params::defaults(), steady(32, 64 * US, 100 * MS)).run(120 * MS);
+    let m = Model::new(crate::defaults(), steady(32, 64 * US, 100 * MS)).run(120 * MS);
     assert!(m.poll_share() > 0.95, "poll share {:.3}", m.poll_share());
     assert!(m.irqs_per_completion() < 0.05, "IRQ/completion {:.3}", m.irqs_per_completion());
     // Each poll collects about a batch: far fewer timer expiries than completions.
     let per_expiry = m.stats.reaped_by_poll as f64 / m.stats.timer_expiries as f64;
     assert!(per_expiry > 4.0 && per_expiry < 16.0, "completions per poll {per_expiry:.1}");
-    assert!(m.stats.worst_wait <= Params::defaults().max_delay_ns + US);
+    assert!(m.stats.worst_wait <= crate::defaults().max_delay_ns + US);
     m.assert_settled();
 }
 
@@ -272,7 +272,7 @@ fn dense_steady_stream_is_polled() {
 fn dense_stream_is_polled_despite_late_timers() {
     // Emulation: timers fire 150 us late, the device is 20x slower; with the window scaled
     // accordingly the queue still polls and keeps up.
-    let mut p = Params::defaults();
+    let mut p = crate::defaults();
     p.max_delay_ns = 1000 * US;
     let mut m = Model::new(p, steady(32, 1500 * US, 400 * MS));
     m.overshoot = 150 * US;
@@ -285,7 +285,7 @@ fn dense_stream_is_polled_despite_late_timers() {
 fn sparse_stream_stays_on_interrupts() {
     let load = Load::Sparse { latency: 80 * US, think: 1 * MS };
     let phases = vec![Phase { until: 200 * MS, load: Some(load) }, Phase { until: u64::MAX, load: None }];
-    let m = Model::new(Params::defaults(), phases).run(300 * MS);
+    let m = Model::new(crate::defaults(), phases).run(300 * MS);
     assert!(m.stats.completions > 150);
     assert_eq!(m.stats.episodes, 0);
     assert_eq!(m.stats.reaped_by_irq, m.stats.completions);
@@ -295,14 +295,14 @@ fn sparse_stream_stays_on_interrupts() {
 #[test]
 fn low_queue_depth_stays_on_interrupts() {
     // QD 4 at 80 us: a batch of 8 can never be in flight.
-    let m = Model::new(Params::defaults(), steady(4, 80 * US, 100 * MS)).run(120 * MS);
+    let m = Model::new(crate::defaults(), steady(4, 80 * US, 100 * MS)).run(120 * MS);
     assert_eq!(m.stats.episodes, 0);
     m.assert_settled();
 }
 
 #[test]
 fn returns_to_interrupts_when_the_load_stops() {
-    let m = Model::new(Params::defaults(), steady(64, 64 * US, 50 * MS)).run(200 * MS);
+    let m = Model::new(crate::defaults(), steady(64, 64 * US, 50 * MS)).run(200 * MS);
     assert!(m.stats.episodes >= 1);
     assert!(matches!(m.stats.endings.last(), Some(Ending::Idle)), "{:?}", m.stats.endings.last());
     m.assert_settled();
@@ -318,7 +318,7 @@ fn bursty_stream_polls_the_bursts_and_rests_between_them() {
         phases.push(Phase { until: base + 25 * MS, load: None });
     }
     phases.push(Phase { until: u64::MAX, load: None });
-    let m = Model::new(Params::defaults(), phases).run(300 * MS);
+    let m = Model::new(crate::defaults(), phases).run(300 * MS);
     assert!(m.stats.episodes >= 5, "episodes {}", m.stats.episodes);
     assert!(m.poll_share() > 0.7, "poll share {:.3}", m.poll_share());
     // Masked only while bursts run: far less than the 250 ms total.
@@ -338,7 +338,7 @@ fn ramping_load_switches_to_polling_once_dense_enough() {
         qd *= 2;
     }
     phases.push(Phase { until: u64::MAX, load: None });
-    let mut m = Model::new(Params::defaults(), phases);
+    let mut m = Model::new(crate::defaults(), phases);
     // Record the decisions during the QD 1..4 phases (first 60 ms) separately.
     m = m.run(60 * MS - 1);
     assert_eq!(m.stats.episodes, 0, "polled at QD <= 4");
@@ -359,7 +359,7 @@ fn stalling_device_backs_off_and_retries_rarely() {
         phases.push(Phase { until: base + 2300 * US, load: Some(Load::Closed { qd: 32, latency: 2 * MS }) });
     }
     phases.push(Phase { until: u64::MAX, load: None });
-    let m = Model::new(Params::defaults(), phases).run(500 * MS);
+    let m = Model::new(crate::defaults(), phases).run(500 * MS);
     assert!(m.stats.endings.iter().any(|e| *e == Ending::Stalled));
     assert!(m.stats.episodes < 100, "episodes {}", m.stats.episodes);
     m.assert_settled();
@@ -367,7 +367,7 @@ fn stalling_device_backs_off_and_retries_rarely() {
 
 #[test]
 fn adaptive_off_is_the_plain_interrupt_path() {
-    let mut p = Params::defaults();
+    let mut p = crate::defaults();
     p.enabled = false;
     let m = Model::new(p, steady(32, 64 * US, 50 * MS)).run(60 * MS);
     assert_eq!(m.stats.episodes, 0);

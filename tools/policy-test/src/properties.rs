@@ -3,7 +3,7 @@
 //! The harness follows the driver's protocol: it calls `on_timer` only while it holds an armed
 //! timer, and it keeps the vector masked from `StartPolling` until `StopPolling`.
 
-use nvme_adaptive_policy::policy::*;
+use crate::policy::*;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -112,7 +112,7 @@ proptest! {
 
     #[test]
     fn disabled_policy_never_masks(events in prop::collection::vec((0u64..100_000, 0u32..64, 0u32..512), 1..500)) {
-        let mut p = Params::defaults();
+        let mut p = crate::defaults();
         p.enabled = false;
         let mut pol = Policy::new();
         let mut now = 0;

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-queue statistics, shown in debugfs as stable `key: value` lines
+//! (`/sys/kernel/debug/nvme_adaptive/<controller>/q<N>`).
+//!
+//! Counters are only written by the holder of the queue's CQ lock (submission counters by the
+//! SQ lock holder), so each is a plain load and store, no atomic read-modify-write: cheap
+//! enough to leave on. Readers may see a slightly stale mix of values.
+
+use kernel::{
+    fmt,
+    sync::atomic::{Atomic, Relaxed},
+};
+
+use crate::policy::{Ending, Stage};
+
+/// One counter; see the module documentation for why `add` is not atomic.
+pub(crate) struct Counter(Atomic<u64>);
+
+impl Default for Counter {
+    fn default() -> Self {
+        Self(Atomic::new(0))
+    }
+}
+
+impl Counter {
+    pub(crate) fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// A value the CQ lock holder publishes.
+pub(crate) struct Gauge(Atomic<u64>);
+
+impl Default for Gauge {
+    fn default() -> Self {
+        Self(Atomic::new(0))
+    }
+}
+
+impl Gauge {
+    pub(crate) fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct QueueStats {
+    /// Whether the queue has an interrupt vector (1) or is a poll queue (0).
+    pub(crate) has_vector: Gauge,
+    pub(crate) submitted: Counter,
+    /// Completions reaped by the interrupt handler, the poll timer (including the reap right
+    /// after unmasking), and blk-mq polling (io_uring `hipri` on poll queues).
+    pub(crate) reaped_irq: Counter,
+    pub(crate) reaped_timer: Counter,
+    pub(crate) reaped_blk_poll: Counter,
+    pub(crate) irqs: Counter,
+    pub(crate) irqs_empty: Counter,
+    pub(crate) timer_expiries: Counter,
+    pub(crate) timer_empty: Counter,
+    pub(crate) episodes: Counter,
+    pub(crate) ended_stalled: Counter,
+    pub(crate) ended_idle: Counter,
+    pub(crate) ended_capped: Counter,
+    pub(crate) ended_disabled: Counter,
+    /// Completions that named a command not in flight (stale or duplicate), dropped.
+    pub(crate) bad_completions: Counter,
+    pub(crate) retries: Counter,
+    pub(crate) stage: Gauge,
+    pub(crate) masked: Gauge,
+    pub(crate) rate: Gauge,
+    pub(crate) wait_ns: Gauge,
+    pub(crate) backoff_ns: Gauge,
+    pub(crate) failures: Gauge,
+}
+
+impl QueueStats {
+    pub(crate) fn set_stage(&self, stage: Stage) {
+        self.stage.set(match stage {
+            Stage::Sample => 0,
+            Stage::Poll => 1,
+            Stage::Backoff => 2,
+        });
+    }
+
+    pub(crate) fn count_ending(&self, ending: Ending) {
+        match ending {
+            Ending::Stalled => self.ended_stalled.add(1),
+            Ending::Idle => self.ended_idle.add(1),
+            Ending::Capped => self.ended_capped.add(1),
+            Ending::Disabled => self.ended_disabled.add(1),
+        }
+    }
+
+    fn stage_name(&self) -> &'static str {
+        match self.stage.get() {
+            1 => Stage::Poll.name(),
+            2 => Stage::Backoff.name(),
+            _ => Stage::Sample.name(),
+        }
+    }
+
+    /// The debugfs file: one `key: value` per line, names and order stable for tools.
+    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let completed =
+            self.reaped_irq.get() + self.reaped_timer.get() + self.reaped_blk_poll.get();
+        writeln!(f, "vector: {}", self.has_vector.get())?;
+        writeln!(f, "stage: {}", self.stage_name())?;
+        writeln!(f, "masked: {}", self.masked.get())?;
+        writeln!(f, "submitted: {}", self.submitted.get())?;
+        writeln!(f, "completed: {completed}")?;
+        writeln!(f, "reaped_irq: {}", self.reaped_irq.get())?;
+        writeln!(f, "reaped_poll: {}", self.reaped_timer.get())?;
+        writeln!(f, "reaped_blk_poll: {}", self.reaped_blk_poll.get())?;
+        writeln!(f, "irqs: {}", self.irqs.get())?;
+        writeln!(f, "irqs_empty: {}", self.irqs_empty.get())?;
+        writeln!(f, "timer_expiries: {}", self.timer_expiries.get())?;
+        writeln!(f, "timer_empty: {}", self.timer_empty.get())?;
+        writeln!(f, "episodes: {}", self.episodes.get())?;
+        writeln!(f, "ended_stalled: {}", self.ended_stalled.get())?;
+        writeln!(f, "ended_idle: {}", self.ended_idle.get())?;
+        writeln!(f, "ended_capped: {}", self.ended_capped.get())?;
+        writeln!(f, "ended_disabled: {}", self.ended_disabled.get())?;
+        writeln!(f, "rate_per_sec: {}", self.rate.get())?;
+        writeln!(f, "wait_ns: {}", self.wait_ns.get())?;
+        writeln!(f, "backoff_ns: {}", self.backoff_ns.get())?;
+        writeln!(f, "failed_episodes: {}", self.failures.get())?;
+        writeln!(f, "bad_completions: {}", self.bad_completions.get())?;
+        writeln!(f, "retries: {}", self.retries.get())
+    }
+}
