@@ -121,7 +121,7 @@ unsafe extern "C" fn set(val: *const c_char, kp: *const bindings::kernel_param) 
             unsafe { CStr::from_char_ptr(val) }
         };
         pr_err!(
-            "nvme_adaptive: invalid {}={:?}: must be {} to {} ({})\n",
+            "invalid {}={:?}: must be {} to {} ({})\n",
             spec.name,
             text,
             spec.min,

@@ -472,7 +472,7 @@ impl<'b> IoQueue<'b> {
             // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
             if self.stats.bad_completions.get().is_power_of_two() {
                 pr_warn!(
-                    "nvme_adaptive: queue {}: completion for unknown command {:#x} dropped ({} so far)\n",
+                    "queue {}: completion for unknown command {:#x} dropped ({} so far)\n",
                     self.q.qid,
                     cid,
                     self.stats.bad_completions.get()

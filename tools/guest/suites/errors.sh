@@ -1,0 +1,83 @@
+# Errors: parameter validation at load and at runtime; a lost completion ends in a controller
+# reset and a retried request, not a hang.
+
+PARAMS=/sys/module/nvme_adaptive/parameters
+
+rejected_at_load() {
+    # rejected_at_load PARAM=VALUE RANGE_TEXT
+    unload_adaptive
+    out=$(insmod "$NVA_KO" "$1" 2>&1) && { rmmod nvme_adaptive; fail "insmod accepted $1"; }
+    name=${1%%=*}
+    dmesg | tail -n 5 | grep -q "invalid $name=.*must be $2" || fail "no message naming $name and its range: $(dmesg | tail -n 2)"
+}
+
+accepted_at_load() {
+    unload_adaptive
+    insmod "$NVA_KO" max_delay_us=500 io_queue_depth=64 poll_queues=1 || fail "insmod refused valid values"
+    [ "$(cat $PARAMS/max_delay_us)" = 500 ] || fail "max_delay_us reads $(cat $PARAMS/max_delay_us)"
+    [ "$(cat $PARAMS/io_queue_depth)" = 64 ] || fail "io_queue_depth reads $(cat $PARAMS/io_queue_depth)"
+}
+
+runtime_writes() {
+    echo 250 >$PARAMS/max_delay_us || fail "valid write refused"
+    [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value not updated"
+    echo 0 >$PARAMS/max_delay_us 2>/dev/null && fail "max_delay_us=0 accepted"
+    [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value changed by a refused write"
+    dmesg | tail -n 3 | grep -q 'invalid max_delay_us=.*must be 5 to 10000 (us)' || fail "no message for the refused write"
+    echo abc >$PARAMS/target_batch 2>/dev/null && fail "non-number accepted"
+    echo 2 >$PARAMS/io_queue_depth 2>/dev/null && fail "load-time parameter writable at runtime"
+    return 0
+}
+
+# Loses one completion (fault injection), with a 2 s I/O timeout: the watchdog finds the command,
+# polls the queue, resets the controller and the request is retried.
+lost_completion_recovers() {
+    to_adaptive "$CTRL_FILE" || fail "bind failed"
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
+    echo 2 >$PARAMS/io_timeout
+    fi=/sys/kernel/debug/fail_io_timeout
+    echo 0 >$fi/verbose
+    echo 100 >$fi/probability
+    echo 1 >$fi/times
+    echo 1 >"/sys/block/$disk/io-timeout-fail"
+    resets=$(dmesg | grep -c "controller reset done")
+    start=$(date +%s)
+    out=$(timeout 90 dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>&1)
+    rc=$?
+    echo 0 >"/sys/block/$disk/io-timeout-fail"
+    echo 30 >$PARAMS/io_timeout
+    [ $rc = 0 ] || fail "read did not complete after the lost completion (rc $rc): $out"
+    [ "$(dmesg | grep -c "controller reset done")" -gt "$resets" ] || fail "no controller reset logged"
+    echo "recovered in $(($(date +%s) - start)) s"
+}
+
+works_after_reset() {
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
+    run_fio --name=after-reset --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randwrite \
+        --bs=4k --iodepth=32 --size=8m --verify=crc32c --do_verify=1
+}
+
+poll_queue_serves_hipri() {
+    # Loaded above with poll_queues=1: queue 3 has no vector and serves io_uring polled I/O.
+    to_adaptive "$CTRL_NULL" || fail "bind failed"
+    disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
+    n=$(ls /sys/kernel/debug/nvme_adaptive/*/ | grep -c '^q')
+    [ "$(cat /sys/block/$disk/queue/io_poll)" = 1 ] || fail "queue does not support polling"
+    run_fio --name=hipri --filename="/dev/$disk" --direct=1 --ioengine=io_uring --hipri=1 \
+        --rw=randread --bs=4k --iodepth=4 --runtime=3 --time_based || return 1
+    ctrl=$(basename "$(dirname "$(ls -d /sys/kernel/debug/nvme_adaptive/*/q3 | head -n 1)")")
+    polled=$(awk '$1 == "reaped_blk_poll:" { print $2 }' "/sys/kernel/debug/nvme_adaptive/$ctrl/q3")
+    [ "${polled:-0}" -gt 0 ] || fail "no completions reaped by blk-mq polling on q3"
+    [ "$(awk '$1 == "vector:" { print $2 }' "/sys/kernel/debug/nvme_adaptive/$ctrl/q3")" = 0 ] || fail "poll queue has a vector"
+    ! grep -q "${ctrl}q3" /proc/interrupts || fail "poll queue has an interrupt"
+}
+
+check rejects-max-delay rejected_at_load max_delay_us=0 "5 to 10000 (us)"
+check rejects-queue-depth rejected_at_load io_queue_depth=5000 "2 to 4095 (entries)"
+check rejects-adaptive rejected_at_load adaptive=2 "0 to 1 (bool)"
+check rejects-garbage rejected_at_load sample_size=many "8 to 65536 (completions)"
+check accepts-valid accepted_at_load
+check runtime-writes runtime_writes
+check lost-completion-recovers lost_completion_recovers
+check works-after-reset works_after_reset
+check poll-queue-hipri poll_queue_serves_hipri
