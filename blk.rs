@@ -79,6 +79,9 @@ pub(crate) trait Operations: Sized {
     /// A completion raised on another CPU arrives here (`blk_mq_complete_request_remote`).
     fn complete(hwq: &Self::HwQueue, rq: Request<Self>);
 
+    /// Undo what issuing the request set up (data mappings); it ends in a [`CompletionBatch`].
+    fn release(hwq: &Self::HwQueue, pdu: &mut Self::Pdu);
+
     /// Reap completions of a polled queue; returns how many were found.
     fn poll(hwq: &Self::HwQueue) -> u32;
 }
@@ -268,6 +271,30 @@ impl<T: Operations> RequestView<'_, T> {
         unsafe { (*self.raw()).nr_phys_segments }
     }
 
+    /// The single physical segment of the request's data, as (page, offset, length), when the
+    /// request has one and its first bio vector covers all of it.
+    pub(crate) fn single_segment(&self) -> Option<(*mut bindings::page, u32, u32)> {
+        if self.nr_phys_segments() != 1 {
+            return None;
+        }
+        // SAFETY: a request with data has a bio whose vector array holds the current entry
+        // (`req_bvec` in C); the request lives while its token does.
+        let (page, offset, len) = unsafe {
+            let bio = (*self.raw()).bio;
+            if bio.is_null() {
+                return None;
+            }
+            let iter = (*bio).bi_iter;
+            let bv = &*(*bio).bi_io_vec.add(iter.bi_idx as usize);
+            (
+                bv.bv_page,
+                bv.bv_offset + iter.bi_offset,
+                (bv.bv_len - iter.bi_offset).min(iter.bi_size),
+            )
+        };
+        (len == self.bytes()).then_some((page, offset, len))
+    }
+
     /// Maps the request's data into `sgl` (at least `nr_phys_segments` entries, initialised
     /// with `sg_init_table`); returns the number of entries used.
     pub(crate) fn map_sg(&self, sgl: *mut bindings::scatterlist) -> u32 {
@@ -275,6 +302,74 @@ impl<T: Operations> RequestView<'_, T> {
         // SAFETY: the request is live; the caller provides a large enough table.
         let n = unsafe { bindings::__blk_rq_map_sg(self.raw(), sgl, &mut last) };
         n as u32
+    }
+}
+
+/// Requests that completed successfully, ended together when the batch is dropped (as the C
+/// driver does with `struct io_comp_batch`): ending them as a batch costs less per request.
+pub(crate) struct CompletionBatch<T: Operations> {
+    iob: bindings::io_comp_batch,
+    _ops: PhantomData<T>,
+}
+
+const RQF_SCHED_TAGS: u32 = 1 << bindings::rqf_flags___RQF_SCHED_TAGS;
+const RQF_NEED_TIME_STAMP: u32 = (1 << bindings::rqf_flags___RQF_IO_STAT)
+    | (1 << bindings::rqf_flags___RQF_STATS)
+    | (1 << bindings::rqf_flags___RQF_USE_SCHED);
+
+impl<T: Operations> CompletionBatch<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            iob: pin_init::zeroed(),
+            _ops: PhantomData,
+        }
+    }
+
+    /// Takes a request that completed successfully (`blk_mq_add_to_batch`); hands it back if it
+    /// cannot be ended in a batch.
+    pub(crate) fn add(&mut self, rq: Request<T>) -> Option<Request<T>> {
+        let raw = rq.raw();
+        // SAFETY: the driver owns the request (token); batching it passes it to the batch,
+        // which ends it in `drop`.
+        unsafe {
+            let flags = (*raw).rq_flags;
+            if flags & RQF_SCHED_TAGS != 0 || (*raw).end_io.is_some() {
+                return Some(rq);
+            }
+            self.iob.need_ts |= flags & RQF_NEED_TIME_STAMP != 0;
+            (*raw).__bindgen_anon_1.rq_next = core::ptr::null_mut();
+            let list = &mut self.iob.req_list;
+            if list.tail.is_null() {
+                list.head = raw;
+            } else {
+                (*list.tail).__bindgen_anon_1.rq_next = raw;
+            }
+            list.tail = raw;
+        }
+        None
+    }
+}
+
+impl<T: Operations> Drop for CompletionBatch<T> {
+    fn drop(&mut self) {
+        let mut rq = self.iob.req_list.head;
+        if rq.is_null() {
+            return;
+        }
+        while !rq.is_null() {
+            // SAFETY: the batch owns the requests on its list; each reached the driver, so it
+            // has a hardware queue, and carries a `T::Pdu`.
+            unsafe {
+                let next = (*rq).__bindgen_anon_1.rq_next;
+                T::release(
+                    hw_queue_of::<T>(rq),
+                    &mut *bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>(),
+                );
+                rq = next;
+            }
+        }
+        // SAFETY: every request on the list completed and was released above.
+        unsafe { bindings::blk_mq_end_request_batch(&mut self.iob) };
     }
 }
 

@@ -23,7 +23,10 @@ use kernel::{
 
 use crate::{
     admin::{AdminError, AdminQueue, ADMIN_DEPTH},
-    blk::{self, Disk, Limits, MapType, QueueMaps, Rejected, Request, TagSet, TagSetConfig},
+    blk::{
+        self, CompletionBatch, Disk, Limits, MapType, QueueMaps, Rejected, Request, TagSet,
+        TagSetConfig,
+    },
     cmd::{
         self, Command, IdController, IdNamespace, CNS_ACTIVE_NS_LIST, CNS_CONTROLLER,
         CNS_NAMESPACE, FEAT_NUM_QUEUES,
@@ -303,6 +306,10 @@ impl<'b> blk::Operations for NvmeOps<'b> {
         hwq.finish(rq);
     }
 
+    fn release(hwq: &IoQueue<'b>, iod: &mut Iod) {
+        hwq.release(iod);
+    }
+
     fn poll(hwq: &IoQueue<'b>) -> u32 {
         hwq.poll()
     }
@@ -569,8 +576,9 @@ impl<'b> Core<'b> {
     /// Reaps whatever every I/O queue's CQ holds.
     fn reap_all(&self) {
         for q in self.io.queues.iter() {
+            let mut batch = CompletionBatch::new();
             let mut cq = q.q.lock_cq();
-            q.reap(&mut cq);
+            q.reap(&mut cq, &mut batch);
         }
     }
 

@@ -120,12 +120,28 @@ enum SgStorage {
     Heap(KVec<bindings::scatterlist>),
 }
 
+/// What is mapped for the device right now.
+#[derive(Clone, Copy)]
+enum Mapped {
+    Nothing,
+    /// One physically contiguous segment, mapped directly (the common small-I/O case: no
+    /// scatterlist at all).
+    Single {
+        addr: u64,
+        len: u32,
+    },
+    /// A scatterlist: `entries` filled by `__blk_rq_map_sg`, `segments` DMA segments after
+    /// mapping.
+    List {
+        entries: u32,
+        segments: u32,
+    },
+}
+
 /// The DMA mapping of one request's data.
 pub(crate) struct DataMapping {
     sg: SgStorage,
-    /// Entries filled by `__blk_rq_map_sg`, and how many DMA segments they mapped to.
-    entries: u32,
-    mapped: u32,
+    mapped: Mapped,
     dir: bindings::dma_data_direction,
 }
 
@@ -133,11 +149,19 @@ impl Default for DataMapping {
     fn default() -> Self {
         Self {
             sg: SgStorage::Inline(pin_init::zeroed()),
-            entries: 0,
-            mapped: 0,
+            mapped: Mapped::Nothing,
             dir: bindings::dma_data_direction::DMA_NONE,
         }
     }
+}
+
+/// `DMA_MAPPING_ERROR` (a C macro with a cast).
+const DMA_MAPPING_ERROR: u64 = !0;
+
+fn raw_dev(dev: &device::Device) -> *mut bindings::device {
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
 }
 
 impl DataMapping {
@@ -158,6 +182,30 @@ impl DataMapping {
         rq: &RequestView<'_, T>,
         to_device: bool,
     ) -> Result {
+        self.dir = if to_device {
+            bindings::dma_data_direction::DMA_TO_DEVICE
+        } else {
+            bindings::dma_data_direction::DMA_FROM_DEVICE
+        };
+        if let Some((page, offset, len)) = rq.single_segment() {
+            // SAFETY: `page` holds the request's data from `offset` for `len` bytes, and stays
+            // pinned by the block layer until the request ends.
+            let addr = unsafe {
+                bindings::dma_map_page_attrs(
+                    raw_dev(dev),
+                    page,
+                    offset as usize,
+                    len as usize,
+                    self.dir,
+                    0,
+                )
+            };
+            if addr == DMA_MAPPING_ERROR {
+                return Err(ENOMEM);
+            }
+            self.mapped = Mapped::Single { addr, len };
+            return Ok(());
+        }
         let segments = usize::from(rq.nr_phys_segments());
         if segments == 0 {
             return Err(EIO);
@@ -168,74 +216,95 @@ impl DataMapping {
                 v.push(pin_init::zeroed(), GFP_ATOMIC)?;
             }
             self.sg = SgStorage::Heap(v);
-        } else if matches!(self.sg, SgStorage::Heap(_)) {
-            self.sg = SgStorage::Inline(pin_init::zeroed());
         }
         let table = self.table();
         // SAFETY: `table` has room for `segments` entries.
         unsafe { bindings::sg_init_table(table, segments as u32) };
-        self.entries = rq.map_sg(table);
-        self.dir = if to_device {
-            bindings::dma_data_direction::DMA_TO_DEVICE
-        } else {
-            bindings::dma_data_direction::DMA_FROM_DEVICE
-        };
+        let entries = rq.map_sg(table);
         // SAFETY: `table` holds `entries` initialised entries; `dev` is the bound device.
-        let mapped = unsafe {
-            bindings::dma_map_sg_attrs(
-                core::ptr::from_ref(dev)
-                    .cast::<bindings::device>()
-                    .cast_mut(),
-                table,
-                self.entries as i32,
-                self.dir,
-                0,
-            )
-        };
+        let mapped =
+            unsafe { bindings::dma_map_sg_attrs(raw_dev(dev), table, entries as i32, self.dir, 0) };
         if mapped == 0 {
-            self.entries = 0;
+            self.sg = SgStorage::Inline(pin_init::zeroed());
             return Err(ENOMEM);
         }
-        self.mapped = mapped as u32;
+        self.mapped = Mapped::List {
+            entries,
+            segments: mapped,
+        };
         Ok(())
     }
 
     /// The mapped DMA segments (address, length).
-    pub(crate) fn segments(&mut self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        let mut sg = self.table();
-        (0..self.mapped).map(move |_| {
-            // SAFETY: the first `mapped` entries of the chain hold DMA segments after
-            // `dma_map_sg_attrs`.
-            let seg = unsafe { (bindings::sg_dma_address(sg), bindings::sg_dma_len(sg)) };
-            // SAFETY: as above; `sg_next` returns null after the last entry.
-            sg = unsafe { bindings::sg_next(sg) };
-            seg
-        })
+    pub(crate) fn segments(&mut self) -> Segments<'_> {
+        let (single, left) = match self.mapped {
+            Mapped::Nothing => (None, 0),
+            Mapped::Single { addr, len } => (Some((addr, len)), 0),
+            Mapped::List { segments, .. } => (None, segments),
+        };
+        Segments {
+            single,
+            sg: self.table(),
+            left,
+            _mapping: core::marker::PhantomData,
+        }
     }
 
     /// Undoes [`DataMapping::map`]; nothing happens if no data is mapped.
     pub(crate) fn unmap(&mut self, dev: &device::Device) {
-        if self.entries == 0 {
-            return;
+        match self.mapped {
+            Mapped::Nothing => return,
+            Mapped::Single { addr, len } => {
+                // SAFETY: mapped with these arguments in `map`.
+                unsafe {
+                    bindings::dma_unmap_page_attrs(raw_dev(dev), addr, len as usize, self.dir, 0)
+                };
+            }
+            Mapped::List { entries, .. } => {
+                let table = self.table();
+                // SAFETY: `table` was mapped with these arguments in `map`.
+                unsafe {
+                    bindings::dma_unmap_sg_attrs(raw_dev(dev), table, entries as i32, self.dir, 0)
+                };
+                if matches!(self.sg, SgStorage::Heap(_)) {
+                    self.sg = SgStorage::Inline(pin_init::zeroed());
+                }
+            }
         }
-        let table = self.table();
-        // SAFETY: `table` was mapped with these arguments in `map`.
-        unsafe {
-            bindings::dma_unmap_sg_attrs(
-                core::ptr::from_ref(dev)
-                    .cast::<bindings::device>()
-                    .cast_mut(),
-                table,
-                self.entries as i32,
-                self.dir,
-                0,
+        self.mapped = Mapped::Nothing;
+    }
+}
+
+/// The DMA segments of a mapped request.
+pub(crate) struct Segments<'a> {
+    single: Option<(u64, u32)>,
+    sg: *mut bindings::scatterlist,
+    left: u32,
+    _mapping: core::marker::PhantomData<&'a mut DataMapping>,
+}
+
+impl Iterator for Segments<'_> {
+    type Item = (u64, u32);
+
+    fn next(&mut self) -> Option<(u64, u32)> {
+        if let Some(seg) = self.single.take() {
+            return Some(seg);
+        }
+        if self.left == 0 || self.sg.is_null() {
+            return None;
+        }
+        self.left -= 1;
+        // SAFETY: the first `segments` entries of the mapped chain hold DMA segments, and the
+        // mapping is borrowed for as long as this iterator lives.
+        let seg = unsafe {
+            (
+                bindings::sg_dma_address(self.sg),
+                bindings::sg_dma_len(self.sg),
             )
         };
-        self.entries = 0;
-        self.mapped = 0;
-        if matches!(self.sg, SgStorage::Heap(_)) {
-            self.sg = SgStorage::Inline(pin_init::zeroed());
-        }
+        // SAFETY: as above; `sg_next` returns null after the last entry.
+        self.sg = unsafe { bindings::sg_next(self.sg) };
+        Some(seg)
     }
 }
 

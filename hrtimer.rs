@@ -13,6 +13,7 @@ use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{bindings, interrupt::LocalInterruptDisabled, prelude::*, types::Opaque};
 
 use crate::{
+    blk::CompletionBatch,
     params,
     policy::{Action, Ending},
     queue::IoQueue,
@@ -103,8 +104,10 @@ impl IoQueue<'_> {
     fn poll_timer_expired(&self) {
         // SAFETY: hard-mode hrtimer callbacks run in hard-IRQ context, interrupts off.
         let irqs_off = unsafe { LocalInterruptDisabled::assume_disabled() };
+        // Declared first, so it ends its requests after the CQ lock is dropped.
+        let mut batch = CompletionBatch::new();
         let mut cq = self.q.lock_cq_in_irq(irqs_off);
-        let reaped = self.reap(&mut cq);
+        let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
         stats.timer_expiries.add(1);
         stats.reaped_timer.add(reaped.into());
@@ -136,7 +139,7 @@ impl IoQueue<'_> {
                 // A completion that landed between the drain above and the unmask would
                 // otherwise wait for the interrupt the device replays on unmask.
                 let mut cq = self.q.lock_cq_in_irq(irqs_off);
-                let late = self.reap(&mut cq);
+                let late = self.reap(&mut cq, &mut batch);
                 stats.reaped_timer.add(late.into());
             }
             Action::Stay | Action::StartPolling { .. } => {}

@@ -14,7 +14,7 @@ use kernel::{
     str::CString,
 };
 
-use crate::{params, policy::Action, queue::IoQueue};
+use crate::{blk::CompletionBatch, params, policy::Action, queue::IoQueue};
 
 /// The MSI-X vectors of a device. Vector 0 serves the admin queue; when `spread`, the others
 /// are spread over the CPUs by the IRQ core (managed affinity), one per I/O queue.
@@ -191,8 +191,10 @@ impl Handler for IoQueue<'_> {
     /// Reaps completions; then lets the policy decide whether this queue is dense enough to
     /// mask its vector and poll instead.
     fn handle(&self, irqs_off: &LocalInterruptDisabled) -> bool {
+        // Declared first, so it ends its requests after the CQ lock is dropped.
+        let mut batch = CompletionBatch::new();
         let mut cq = self.q.lock_cq_in_irq(irqs_off);
-        let reaped = self.reap(&mut cq);
+        let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
         stats.irqs.add(1);
         stats.reaped_irq.add(reaped.into());

@@ -69,12 +69,6 @@ pub(crate) fn walk(
     Ok(count)
 }
 
-/// PRP1 and PRP2 for a buffer of `count` entries whose first two are `first` and `second`; a
-/// list is needed (and PRP2 must then point at it) when `count > 2`.
-pub(crate) fn needs_list(count: usize) -> bool {
-    count > 2
-}
-
 #[kunit_tests(nvme_adaptive_prp)]
 mod tests {
     use super::*;
@@ -95,7 +89,6 @@ mod tests {
         let (e, n) = entries(&[(0x10000, 4096)]).unwrap_or(([0; 8], 0));
         assert_eq!(n, 1);
         assert_eq!(e[0], 0x10000);
-        assert!(!needs_list(n));
     }
 
     #[test]
@@ -111,7 +104,6 @@ mod tests {
         let (e, n) = entries(&[(0x10200, 4096)]).unwrap_or(([0; 8], 0));
         assert_eq!(n, 2);
         assert_eq!(e[..2], [0x10200, 0x11000]);
-        assert!(!needs_list(n));
     }
 
     #[test]
@@ -119,7 +111,6 @@ mod tests {
         let (e, n) = entries(&[(0x20000, 3 * 4096)]).unwrap_or(([0; 8], 0));
         assert_eq!(n, 3);
         assert_eq!(e[..3], [0x20000, 0x21000, 0x22000]);
-        assert!(needs_list(n));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use kernel::{
 };
 
 use crate::{
-    blk::{Op, QueueTags, Rejected, Request, RequestView},
+    blk::{CompletionBatch, Op, QueueTags, Rejected, Request, RequestView},
     cmd::{blk_status, command_id, Command, Completion, DsmRange, Status},
     ctrl::{NsInfo, NvmeOps, Shared},
     dma::{DataMapping, DmaPage},
@@ -416,26 +416,34 @@ impl<'b> IoQueue<'b> {
             Err(e) if e == ENOMEM => return Err(blk_status::RESOURCE),
             Err(_) => return Err(blk_status::IOERR),
         }
-        let count = prp::walk(iod.mapping.segments(), |_, _| {}).map_err(|_| blk_status::IOERR)?;
+        // One pass: the first two entries go to the command; a third means a PRP list, whose
+        // page is taken then and gets the second entry too.
         let mut first = [0u64; 2];
-        if !prp::needs_list(count) {
-            prp::walk(iod.mapping.segments(), |i, a| first[i] = a)
-                .map_err(|_| blk_status::IOERR)?;
-            cmd.set_prps(first[0], first[1]);
-            return Ok(());
-        }
-        let mut page = shared.pool.alloc().ok_or(blk_status::RESOURCE)?;
-        let walked = prp::walk(iod.mapping.segments(), |i, a| {
-            if i == 0 {
-                first[0] = a;
-            } else {
-                page.set_u64(i - 1, a);
+        let mut list: Option<DmaPage> = None;
+        let mut no_page = false;
+        let walked = prp::walk(iod.mapping.segments(), |i, addr| {
+            if i < 2 {
+                first[i] = addr;
+                return;
+            }
+            if list.is_none() && !no_page {
+                list = shared.pool.alloc();
+                no_page = list.is_none();
+                if let Some(page) = list.as_mut() {
+                    page.set_u64(0, first[1]);
+                }
+            }
+            if let Some(page) = list.as_mut() {
+                page.set_u64(i - 1, addr);
             }
         });
-        let list = page.dma();
-        iod.page = Some(page);
+        let prp2 = list.as_ref().map_or(first[1], DmaPage::dma);
+        iod.page = list;
+        if no_page {
+            return Err(blk_status::RESOURCE);
+        }
         walked.map_err(|_| blk_status::IOERR)?;
-        cmd.set_prps(first[0], list);
+        cmd.set_prps(first[0], prp2);
         Ok(())
     }
 
@@ -449,15 +457,20 @@ impl<'b> IoQueue<'b> {
         }
     }
 
-    /// Reaps completed commands under the held CQ lock and completes their requests.
-    /// Returns how many were reaped.
-    pub(crate) fn reap(&self, cq: &mut CqState<IoCq>) -> u32 {
-        let n = self.q.drain(cq, |io, cqe| self.complete_cqe(io, cqe));
+    /// Reaps completed commands under the held CQ lock and completes their requests; the
+    /// successful ones go to `batch`, to be ended once the lock is dropped. Returns how many
+    /// were reaped.
+    pub(crate) fn reap(
+        &self,
+        cq: &mut CqState<IoCq>,
+        batch: &mut CompletionBatch<NvmeOps<'b>>,
+    ) -> u32 {
+        let n = self.q.drain(cq, |_, cqe| self.complete_cqe(cqe, batch));
         cq.extra.completed = cq.extra.completed.wrapping_add(n.into());
         n
     }
 
-    fn complete_cqe(&self, _io: &mut IoCq, cqe: &Completion) {
+    fn complete_cqe(&self, cqe: &Completion, batch: &mut CompletionBatch<NvmeOps<'b>>) {
         let cid = u16::from_le(cqe.command_id);
         let generation = command_id::generation(cid);
         // SAFETY: completions of this queue are only handled under its CQ lock, which we hold;
@@ -483,14 +496,25 @@ impl<'b> IoQueue<'b> {
         let iod = rq.pdu_mut();
         iod.generation = command_id::next_generation(iod.generation);
         iod.status = Status::of(u16::from_le(cqe.status));
+        let success = iod.status.is_success();
         if rq.should_fake_timeout() {
             // Fault injection: the completion is lost; the watchdog will find it timed out.
             rq.lose();
             return;
         }
-        if let Some(rq) = rq.complete_remote() {
+        let Some(rq) = rq.complete_remote() else {
+            return;
+        };
+        let unbatched = if success { batch.add(rq) } else { Some(rq) };
+        if let Some(rq) = unbatched {
             self.finish(rq);
         }
+    }
+
+    /// What ending a request needs beyond blk-mq: its data unmapped, its page freed.
+    pub(crate) fn release(&self, iod: &mut Iod) {
+        self.release_data(iod);
+        iod.retries = 0;
     }
 
     /// Ends (or retries) a request whose command is no longer on the device.
@@ -525,11 +549,12 @@ impl<'b> IoQueue<'b> {
 
     /// blk-mq polling of a poll queue (io_uring `hipri`).
     pub(crate) fn poll(&self) -> u32 {
+        let mut batch = CompletionBatch::new();
         let mut cq = self.q.lock_cq();
         if !self.q.pending(&cq) {
             return 0;
         }
-        let n = self.reap(&mut cq);
+        let n = self.reap(&mut cq, &mut batch);
         self.stats.reaped_blk_poll.add(n.into());
         n
     }
