@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The poll timer of an I/O queue: a hard-mode hrtimer pinned to the CPU that armed it (the
-//! CPU of the queue's interrupt). While the queue's vector is masked, each expiry drains the
-//! CQ and asks the policy how long to wait for the next batch, or whether to give up and
-//! unmask.
+//! The poll timer of an I/O queue: an hrtimer pinned to the CPU that armed it (the CPU of the
+//! queue's interrupt). While the queue's vector is masked, each expiry drains the CQ and asks
+//! the policy how long to wait for the next batch, or whether to give up and unmask.
+//!
+//! The mode is `HRTIMER_MODE_REL_PINNED`: the expiry runs in hard-IRQ context, like the
+//! interrupt handler it stands in for (never in a softirq or a thread, where deferred reaping
+//! is known to cost throughput). On PREEMPT_RT the kernel moves such timers to softirq context,
+//! which is where completing block requests must happen there; `_HARD` would keep it in hard
+//! IRQ, where RT forbids the sleeping spinlocks the completion path takes (lockdep reports it
+//! as an invalid wait context).
 //!
 //! [`PollTimer`] is a small wrapper of our own over the C hrtimer: the kernel crate's `HrTimer`
 //! wants a callback on `Pin<&'a T>` for every `'a`, which a queue that borrows its device for
 //! the `'bound` lifetime of the driver data cannot offer.
 
 use core::{marker::PhantomData, ptr::NonNull};
-use kernel::{bindings, interrupt::LocalInterruptDisabled, prelude::*, types::Opaque};
+use kernel::{bindings, prelude::*, types::Opaque};
 
 use crate::{
     blk::CompletionBatch,
@@ -19,12 +25,12 @@ use crate::{
     queue::IoQueue,
 };
 
-/// What a [`PollTimer`] calls when it expires (in hard-IRQ context).
+/// What a [`PollTimer`] calls when it expires (in hard-IRQ context, softirq on PREEMPT_RT).
 pub(crate) trait Expiry: Sync {
     fn expired(&self);
 }
 
-/// A relative, CPU-pinned, hard-IRQ-mode hrtimer that calls its owner's [`Expiry::expired`].
+/// A relative, CPU-pinned hrtimer that calls its owner's [`Expiry::expired`].
 ///
 /// # Invariants
 ///
@@ -45,7 +51,7 @@ unsafe impl<T: Expiry> Send for PollTimer<T> {}
 // SAFETY: as above.
 unsafe impl<T: Expiry> Sync for PollTimer<T> {}
 
-const MODE: bindings::hrtimer_mode = bindings::hrtimer_mode_HRTIMER_MODE_REL_PINNED_HARD;
+const MODE: bindings::hrtimer_mode = bindings::hrtimer_mode_HRTIMER_MODE_REL_PINNED;
 
 impl<T: Expiry> PollTimer<T> {
     /// A timer for `owner`, which must contain it, be pinned, and cancel it before it is
@@ -102,11 +108,11 @@ impl Expiry for IoQueue<'_> {
 
 impl IoQueue<'_> {
     fn poll_timer_expired(&self) {
-        // SAFETY: hard-mode hrtimer callbacks run in hard-IRQ context, interrupts off.
-        let irqs_off = unsafe { LocalInterruptDisabled::assume_disabled() };
         // Declared first, so it ends its requests after the CQ lock is dropped.
         let mut batch = CompletionBatch::new();
-        let mut cq = self.q.lock_cq_in_irq(irqs_off);
+        // Interrupts are off in hard-IRQ context, but not in the softirq PREEMPT_RT runs this
+        // in: take the lock the way that is right in both.
+        let mut cq = self.q.lock_cq();
         let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
         stats.timer_expiries.add(1);
@@ -138,7 +144,7 @@ impl IoQueue<'_> {
                 }
                 // A completion that landed between the drain above and the unmask would
                 // otherwise wait for the interrupt the device replays on unmask.
-                let mut cq = self.q.lock_cq_in_irq(irqs_off);
+                let mut cq = self.q.lock_cq();
                 let late = self.reap(&mut cq, &mut batch);
                 stats.reaped_timer.add(late.into());
             }

@@ -201,15 +201,14 @@ impl Handler for IoQueue<'_> {
         if reaped == 0 {
             stats.irqs_empty.add(1);
         }
-        if cq.extra.stopping {
+        let params = params::policy();
+        // With adaptive polling off this is the plain interrupt path: no clock, no policy.
+        if cq.extra.stopping || !params.enabled {
             return reaped > 0;
         }
         let now = self.now_ns();
         let inflight = self.inflight(&cq);
-        let action = cq
-            .extra
-            .policy
-            .on_irq(now, reaped, inflight, &params::policy());
+        let action = cq.extra.policy.on_irq(now, reaped, inflight, &params);
         if let Action::StartPolling { wait_ns } = action {
             if let Some(line) = self.irq.as_ref() {
                 stats.episodes.add(1);

@@ -160,7 +160,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         name: "episode_polls",
         unit: "polls",
         default: 10000,
-        min: 16,
+        min: 2,
         max: 10_000_000,
         description: "polls after which an episode re-samples on interrupts",
     },

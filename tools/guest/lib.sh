@@ -13,27 +13,30 @@ result() {
     echo "$line"
 }
 
-# check NAME COMMAND...: PASS when the command exits 0, FAIL with its last output lines otherwise.
+# check NAME COMMAND...: PASS (with the command's last output line, if any, as detail) when
+# the command exits 0, FAIL with its last output lines otherwise. The command runs in a
+# subshell: variables it sets do not outlive the check.
 check() {
     name=$1
     shift
     if out=$("$@" 2>&1); then
-        result PASS "$name"
+        result PASS "$name" "$(echo "$out" | tail -n 1)"
     else
         result FAIL "$name" "$(echo "$out" | tail -n 4 | tr '\n' ' ')"
     fi
 }
 
-# Fail with a message (for use inside check functions).
+# Fails the current check with a message: exits the check's subshell.
 fail() {
     echo "$*" >&2
-    return 1
+    exit 1
 }
 
 # The test rig's controllers, at the fixed slots tools/vm gives them.
 CTRL_NULL=0000:00:04.0   # null-co backend: fast, reads zeroes, drops writes
 CTRL_FILE=0000:00:05.0   # raw file backend: data survives, for integrity checks
 CTRL_MULTI=0000:00:06.0  # namespaces: 1 with 512 B blocks, 2 with 4 KiB, 3 with a bad sector
+CTRL_SLOW=0000:00:07.0   # file backend throttled (2000 commands/s, 300 on the debug kernel)
 
 load_stock() {
     grep -q '^nvme ' /proc/modules && return 0

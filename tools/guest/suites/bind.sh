@@ -42,42 +42,40 @@ stock_reads_a_block() {
     dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>&1
 }
 
-expect_refusal() {
-    # expect_refusal WHAT: nvme-bind must fail, name the reason, and leave the binding alone.
-    out=$(nvme-bind "$CTRL_FILE" nvme_adaptive 2>&1) && fail "nvme-bind took a device with $1: $out"
-    echo "$out" | grep -q "$1" || fail "refusal does not mention '$1': $out"
-    [ "$(bound_driver "$CTRL_FILE")" = nvme ] || fail "binding changed despite the refusal"
+# expect_refusal WHAT: nvme-bind must fail, name the reason, and leave the binding alone.
+# Prints nothing on success; the caller undoes its setup before judging.
+try_to_take() {
+    out=$(nvme-bind "$CTRL_FILE" nvme_adaptive 2>&1) && { echo "nvme-bind took a device with $1: $out"; return 1; }
+    echo "$out" | grep -q "$1" || { echo "refusal does not mention '$1': $out"; return 1; }
+    [ "$(bound_driver "$CTRL_FILE")" = nvme ] || { echo "binding changed despite the refusal"; return 1; }
 }
 
 refuses_mounted() {
-    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     mke2fs -q "/dev/$disk" >/dev/null 2>&1 || fail "mke2fs failed"
     mount "/dev/$disk" /mnt || fail "mount failed"
-    expect_refusal "mounted filesystem"
-    rc=$?
+    why=$(try_to_take "mounted filesystem")
     umount /mnt
-    return $rc
+    [ -z "$why" ] || fail "$why"
 }
 
 refuses_open() {
-    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     sleep 600 <"/dev/$disk" &
     holder=$!
-    expect_refusal "open by pid $holder"
-    rc=$?
+    why=$(try_to_take "open by pid $holder")
     kill $holder
     wait $holder 2>/dev/null
-    return $rc
+    [ -z "$why" ] || fail "$why"
 }
 
 refuses_swap() {
-    disk=$(disks_of "$CTRL_FILE" | head -n 1)
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     mkswap "/dev/$disk" >/dev/null 2>&1 || fail "mkswap failed"
     swapon "/dev/$disk" || fail "swapon failed"
-    expect_refusal "active swap"
-    rc=$?
+    why=$(try_to_take "active swap")
     swapoff "/dev/$disk"
-    return $rc
+    [ -z "$why" ] || fail "$why"
 }
 
 bad_usage() {
@@ -99,6 +97,7 @@ check cap-matches-stock cap_matches_stock
 check unbind-to-stock nvme-bind "$CTRL_NULL" nvme
 check rmmod unload_adaptive
 check stock-reads-again stock_reads_a_block
+check reload load_adaptive
 check refuses-mounted refuses_mounted
 check refuses-open refuses_open
 check refuses-swap refuses_swap

@@ -21,11 +21,11 @@ accepted_at_load() {
 runtime_writes() {
     echo 250 >$PARAMS/max_delay_us || fail "valid write refused"
     [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value not updated"
-    echo 0 >$PARAMS/max_delay_us 2>/dev/null && fail "max_delay_us=0 accepted"
+    (echo 0 >$PARAMS/max_delay_us) 2>/dev/null && fail "max_delay_us=0 accepted"
     [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value changed by a refused write"
     dmesg | tail -n 3 | grep -q 'invalid max_delay_us=.*must be 5 to 10000 (us)' || fail "no message for the refused write"
-    echo abc >$PARAMS/target_batch 2>/dev/null && fail "non-number accepted"
-    echo 2 >$PARAMS/io_queue_depth 2>/dev/null && fail "load-time parameter writable at runtime"
+    (echo abc >$PARAMS/target_batch) 2>/dev/null && fail "non-number accepted"
+    (echo 2 >$PARAMS/io_queue_depth) 2>/dev/null && fail "load-time parameter writable at runtime"
     return 0
 }
 
@@ -61,11 +61,10 @@ poll_queue_serves_hipri() {
     # Loaded above with poll_queues=1: queue 3 has no vector and serves io_uring polled I/O.
     to_adaptive "$CTRL_NULL" || fail "bind failed"
     disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
-    n=$(ls /sys/kernel/debug/nvme_adaptive/*/ | grep -c '^q')
     [ "$(cat /sys/block/$disk/queue/io_poll)" = 1 ] || fail "queue does not support polling"
     run_fio --name=hipri --filename="/dev/$disk" --direct=1 --ioengine=io_uring --hipri=1 \
         --rw=randread --bs=4k --iodepth=4 --runtime=3 --time_based || return 1
-    ctrl=$(basename "$(dirname "$(ls -d /sys/kernel/debug/nvme_adaptive/*/q3 | head -n 1)")")
+    ctrl=${disk%n*}
     polled=$(awk '$1 == "reaped_blk_poll:" { print $2 }' "/sys/kernel/debug/nvme_adaptive/$ctrl/q3")
     [ "${polled:-0}" -gt 0 ] || fail "no completions reaped by blk-mq polling on q3"
     [ "$(awk '$1 == "vector:" { print $2 }' "/sys/kernel/debug/nvme_adaptive/$ctrl/q3")" = 0 ] || fail "poll queue has a vector"

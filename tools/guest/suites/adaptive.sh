@@ -1,0 +1,162 @@
+# Adaptive interrupt polling on the slow controller (a device-bound queue, as on real flash):
+# dense queues poll and take fewer interrupts, sparse ones stay on interrupts, every queue
+# returns to interrupts when the load stops, data stays intact through thousands of switches,
+# and teardown while polling is clean.
+
+PARAMS=/sys/module/nvme_adaptive/parameters
+STATS=/sys/kernel/debug/nvme_adaptive
+
+# The slow controller completes 300 to 2000 commands/s, hundreds of times fewer than a flash
+# device: the latency window is scaled up and the batch down accordingly.
+EMULATION="target_batch=2 max_delay_us=10000"
+
+set_params() {
+    for kv in "$@"; do
+        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" || return 1
+    done
+}
+
+# Sum of field KEY over the queue files of controller CTRL (the driver's debugfs name).
+stat_sum() {
+    cat "$STATS/$1"/q* | awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }'
+}
+
+# Hard interrupts taken by the I/O vectors of controller CTRL (not the admin queue).
+vector_irqs() {
+    grep -E " $1q[1-9][0-9]*\$" /proc/interrupts | awk '{ s += $2 + $3 } END { print s + 0 }'
+}
+
+# Sets SLOW_DISK and SLOW_CTRL (its debugfs name) for the slow controller's namespace.
+# (Each check runs in a subshell, so every check calls this.)
+slow() {
+    SLOW_DISK=$(disk_of "$CTRL_SLOW" 1) || fail "no disk on the slow controller"
+    SLOW_CTRL=${SLOW_DISK%n1}
+    [ -d "$STATS/$SLOW_CTRL" ] || fail "no statistics for $SLOW_CTRL"
+}
+
+setup_adaptive() {
+    unload_adaptive
+    load_adaptive $EMULATION || fail "insmod failed"
+    to_adaptive "$CTRL_SLOW" || fail "bind failed"
+    slow
+}
+
+# randread on the slow disk at queue depth $1 for $2 seconds, one job on CPU 1.
+load_slow() {
+    run_fio --name=load --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth="$1" --runtime="$2" --time_based --cpus_allowed=1
+}
+
+# Runs load_slow and reports "IOS IRQS EPISODES POLLED" for the run.
+measure() {
+    i0=$(vector_irqs "$SLOW_CTRL"); e0=$(stat_sum "$SLOW_CTRL" episodes)
+    p0=$(stat_sum "$SLOW_CTRL" reaped_poll); c0=$(stat_sum "$SLOW_CTRL" completed)
+    load_slow "$@" || return 1
+    i1=$(vector_irqs "$SLOW_CTRL"); e1=$(stat_sum "$SLOW_CTRL" episodes)
+    p1=$(stat_sum "$SLOW_CTRL" reaped_poll); c1=$(stat_sum "$SLOW_CTRL" completed)
+    echo "$((c1 - c0)) $((i1 - i0)) $((e1 - e0)) $((p1 - p0))"
+}
+
+dense_queue_polls() {
+    slow || return 1
+    set_params adaptive=0
+    set -- $(measure 32 5) || return 1
+    off_ios=$1 off_irqs=$2
+    set_params adaptive=1
+    set -- $(measure 32 5) || return 1
+    on_ios=$1 on_irqs=$2 episodes=$3 polled=$4
+    [ "$episodes" -gt 0 ] || fail "no poll episode at QD32"
+    [ $((polled * 2)) -gt "$on_ios" ] || fail "only $polled of $on_ios completions reaped by polling"
+    # Hard IRQs per I/O, in thousandths, must drop well below the interrupt-only run's.
+    off=$((off_irqs * 1000 / off_ios)) on=$((on_irqs * 1000 / on_ios))
+    [ $((on * 2)) -lt "$off" ] || fail "IRQs per 1000 I/Os: $on with polling vs $off without"
+    echo "IRQs per 1000 I/Os: $off off, $on adaptive ($episodes episodes)"
+}
+
+sparse_queue_stays() {
+    slow || return 1
+    set -- $(measure 1 4) || return 1
+    [ "$3" = 0 ] || fail "QD1 started $3 poll episodes"
+    [ "$4" = 0 ] || fail "QD1 reaped $4 completions by polling"
+    [ "$2" -ge "$1" ] || fail "QD1 took $2 interrupts for $1 I/Os"
+}
+
+# Every queue of the controller is on interrupts: not polling, vector not masked.
+all_on_interrupts() {
+    for q in "$STATS/$SLOW_CTRL"/q*; do
+        grep -qx 'stage: poll' "$q" && return 1
+        grep -qx 'masked: 1' "$q" && return 1
+    done
+    return 0
+}
+
+back_on_interrupts() {
+    slow || return 1
+    load_slow 32 3 || return 1
+    # The last episode ends at the next poll that finds the queue idle.
+    wait_for 10 all_on_interrupts || fail "queues still polling after the load stopped"
+    # And the vectors work: a light load is served by interrupts.
+    i0=$(vector_irqs "$SLOW_CTRL")
+    load_slow 1 1 || return 1
+    [ "$(vector_irqs "$SLOW_CTRL")" -gt "$i0" ] || fail "no interrupts after polling ended"
+}
+
+# fio write+verify (each block read back and checked soon after it is written) for 30 s while
+# the parameters force very short episodes and backoffs. One job, so that one queue gets all of
+# the device's completions (split over two, the debug kernel's rate fills no batch in time).
+verify_through_switches() {
+    slow || return 1
+    set_params sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=100
+    e0=$(stat_sum "$SLOW_CTRL" episodes)
+    run_fio --name=switches --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
+        --rw=randwrite --bs=4k --iodepth=24 --cpus_allowed=1 --size=64m --runtime=30 \
+        --time_based --verify=crc32c --verify_backlog=64 --verify_fatal=1 --randrepeat=0 || return 1
+    e1=$(stat_sum "$SLOW_CTRL" episodes)
+    set_params sample_size=64 $EMULATION episode_polls=10000 backoff_us=1000 backoff_max_us=1000000
+    # Each episode is two switches: mask and poll, then unmask.
+    [ $((e1 - e0)) -ge 500 ] || fail "only $((e1 - e0)) poll episodes"
+    echo "$((2 * (e1 - e0))) mode switches, data verified"
+}
+
+runtime_switch() {
+    slow || return 1
+    # adaptive=0 during polling ends it at the next poll; adaptive=1 brings it back.
+    fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth=32 --runtime=20 --time_based --cpus_allowed=1 >/dev/null 2>&1 &
+    pid=$!
+    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+    set_params adaptive=0
+    wait_for 5 all_on_interrupts || { kill $pid; set_params adaptive=1; fail "still polling after adaptive=0"; }
+    p0=$(stat_sum "$SLOW_CTRL" reaped_poll)
+    sleep 1
+    p1=$(stat_sum "$SLOW_CTRL" reaped_poll)
+    set_params adaptive=1
+    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "did not poll again"; }
+    kill $pid
+    wait $pid 2>/dev/null
+    [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
+}
+
+unbind_while_polling() {
+    slow || return 1
+    fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth=32 --runtime=60 --time_based --cpus_allowed=1 >/dev/null 2>&1 &
+    pid=$!
+    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+    timeout 60 sh -c "echo $CTRL_SLOW >/sys/bus/pci/drivers/nvme_adaptive/unbind" || fail "unbind hung"
+    wait $pid 2>/dev/null
+    ! grep -q "${SLOW_CTRL}q" /proc/interrupts || fail "interrupts left after unbind"
+    # Bind again, poll, and unload the module right after the load stops.
+    to_adaptive "$CTRL_SLOW" || fail "rebind failed"
+    slow || return 1
+    load_slow 32 2 || return 1
+    nvme-bind "$CTRL_SLOW" none >/dev/null && timeout 60 rmmod nvme_adaptive || fail "rmmod failed"
+}
+
+check setup setup_adaptive
+check dense-queue-polls dense_queue_polls
+check sparse-queue-stays sparse_queue_stays
+check back-on-interrupts back_on_interrupts
+check verify-through-switches verify_through_switches
+check runtime-switch runtime_switch
+check unbind-while-polling unbind_while_polling
