@@ -7,8 +7,8 @@
 //! and unmasks the vector, `hrtimer.rs` arms the poll timer, `queue.rs` drains the CQ.
 //!
 //! ```text
-//!              rate fills a batch within max_delay
-//!              and a batch is in flight
+//!              rate fills a batch within max_delay, a batch
+//!              is in flight, IRQs reap less than a batch each
 //!   +--------+ ------------------------------------> +------+  kept up: re-arm with
 //!   | Sample |         mask vector, arm timer        | Poll |  wait = batch / rate
 //!   +--------+ <------------------------------------ +------+ ---+
@@ -236,8 +236,9 @@ pub(crate) struct Policy {
     stage: Stage,
     /// Start of the current rate sample; `None` until the first interrupt opens one.
     sample_start: Option<u64>,
-    /// Completions counted in the current sample.
+    /// Completions counted in the current sample, and the interrupts that reaped them.
     sample_count: u64,
+    sample_irqs: u64,
     /// Time of the last interrupt event (to notice an idle queue).
     last_irq: u64,
     /// Estimated mean time between two completions.
@@ -270,6 +271,7 @@ impl Policy {
             stage: Stage::Sample,
             sample_start: None,
             sample_count: 0,
+            sample_irqs: 0,
             last_irq: 0,
             gap_ns: 0,
             wait_ns: 0,
@@ -340,13 +342,17 @@ impl Policy {
             return Action::Stay;
         }
         self.sample_count = self.sample_count.saturating_add(u64::from(reaped));
+        self.sample_irqs = self.sample_irqs.saturating_add(1);
         if self.sample_count < u64::from(p.sample_size) {
             return Action::Stay;
         }
         self.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
+        // Interrupts that already reap a batch each (the device posts completions in clumps)
+        // leave nothing for polling to save.
+        let batched = self.sample_count >= self.sample_irqs.saturating_mul(u64::from(p.target_batch));
         self.restart_sample(now);
         let wait = self.batch_wait(p);
-        if wait > p.max_delay_ns || inflight < p.target_batch {
+        if wait > p.max_delay_ns || inflight < p.target_batch || batched {
             return Action::Stay;
         }
         self.stage = Stage::Poll;
@@ -445,6 +451,7 @@ impl Policy {
         self.stage = Stage::Sample;
         self.sample_start = Some(now);
         self.sample_count = 0;
+        self.sample_irqs = 0;
     }
 
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {

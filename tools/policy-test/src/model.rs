@@ -282,6 +282,19 @@ fn dense_stream_is_polled_despite_late_timers() {
 }
 
 #[test]
+fn interrupts_that_arrive_batched_are_left_alone() {
+    // Interrupt delivery slow enough (20 us, as through an emulator's event loop) that each
+    // interrupt finds about ten completions: polling could not do better.
+    let mut m = Model::new(crate::defaults(), steady(32, 64 * US, 100 * MS));
+    m.irq_latency = 20 * US;
+    let m = m.run(120 * MS);
+    assert!(m.stats.completions > 10_000);
+    assert_eq!(m.stats.episodes, 0);
+    assert!(m.irqs_per_completion() < 0.125, "IRQ/completion {:.3}", m.irqs_per_completion());
+    m.assert_settled();
+}
+
+#[test]
 fn sparse_stream_stays_on_interrupts() {
     let load = Load::Sparse { latency: 80 * US, think: 1 * MS };
     let phases = vec![Phase { until: 200 * MS, load: Some(load) }, Phase { until: u64::MAX, load: None }];

@@ -77,6 +77,21 @@ fn sparse_queue_stays_on_interrupts() {
 }
 
 #[test]
+fn interrupts_that_already_reap_a_batch_each_stay_on() {
+    let mut pol = Policy::new();
+    // 8 completions per interrupt every 8 us: dense (a 1 us gap), but each interrupt already
+    // reaps a whole batch, so polling has nothing to save.
+    let (action, _) = sample(&mut pol, 0, 8 * US, 8, 64);
+    assert_eq!(action, Action::Stay);
+    assert_eq!(pol.stage(), Stage::Sample);
+    assert_eq!(pol.rate_per_sec(), 1_000_000);
+    // One fewer per interrupt and the same rate: polling pays.
+    let mut pol = Policy::new();
+    let (action, _) = sample(&mut pol, 0, 7 * US, 7, 64);
+    assert!(matches!(action, Action::StartPolling { .. }), "{action:?}");
+}
+
+#[test]
 fn dense_queue_without_a_batch_in_flight_stays_on_interrupts() {
     let mut pol = Policy::new();
     let (action, _) = sample(&mut pol, 0, 4 * US, 4, 7);
@@ -340,8 +355,8 @@ fn abort_polling_reports_whether_the_vector_was_masked() {
 #[test]
 fn poll_waits_respect_the_minimum() {
     let mut pol = Policy::new();
-    // 64 completions every 4 us: 62.5 ns gap; a batch takes 500 ns, raised to 1 us.
-    let (action, _) = sample(&mut pol, 0, 4 * US, 64, 256);
+    // 4 completions every 250 ns: 62.5 ns gap; a batch takes 500 ns, raised to 1 us.
+    let (action, _) = sample(&mut pol, 0, 250, 4, 256);
     assert_eq!(action, Action::StartPolling { wait_ns: MIN_WAIT_NS });
 }
 

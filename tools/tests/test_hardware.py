@@ -1,0 +1,162 @@
+import os
+import subprocess
+import tempfile
+import unittest
+
+from benchlib import hardware
+from tests import fixtures
+
+NVME_BIND = os.path.join(os.path.dirname(__file__), "..", "nvme-bind")
+
+
+class Tree(unittest.TestCase):
+    driver = "nvme"
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.sys, self.proc = fixtures.fake_system(self.tmp.name, driver=self.driver)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def nvme_bind(self, *args):
+        env = dict(os.environ, SYS=self.sys, PROC=self.proc)
+        return subprocess.run(["sh", NVME_BIND, *args], capture_output=True, text=True, env=env)
+
+
+class Refusals(Tree):
+    """nvme-bind's busy-device rules, on a fake sysfs/procfs tree."""
+
+    def assert_refused(self, reason):
+        check = self.nvme_bind("--check", fixtures.ADDR)
+        self.assertEqual(check.returncode, 1, check.stdout + check.stderr)
+        self.assertIn(reason, check.stdout)
+        os.makedirs(os.path.join(self.sys, "bus/pci/drivers/nvme_adaptive"))
+        bind = self.nvme_bind(fixtures.ADDR, "nvme_adaptive")
+        self.assertEqual(bind.returncode, 1)
+        self.assertIn("refusing to unbind", bind.stderr)
+        self.assertIn(reason, bind.stderr)
+        # Nothing was touched.
+        self.assertFalse(os.path.exists(os.path.join(self.sys, "bus/pci/drivers/nvme/unbind")))
+        self.assertEqual(hardware.driver_of(fixtures.ADDR, self.sys), "nvme")
+
+    def test_free_device_passes(self):
+        r = self.nvme_bind("--check", fixtures.ADDR)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("not busy (driver: nvme)", r.stdout)
+        env = dict(os.environ, SYS=self.sys, PROC=self.proc)
+        self.assertEqual(hardware.busy_reasons(fixtures.ADDR, NVME_BIND, env=env), [])
+
+    def test_mounted_partition(self):
+        fixtures.write(os.path.join(self.proc, "self/mountinfo"), "22 1 259:1 / /data rw - xfs /dev/nvme0n1p1 rw")
+        self.assert_refused("/dev/nvme0n1p1 holds a mounted filesystem")
+
+    def test_swap(self):
+        fixtures.write(os.path.join(self.proc, "swaps"), "Filename Type Size Used Priority\n/dev/nvme0n1 partition 1 0 -2")
+        self.assert_refused("/dev/nvme0n1 is active swap")
+
+    def test_md_or_dm_member(self):
+        os.makedirs(os.path.join(self.sys, "class/block/nvme0n1/holders/dm-0"))
+        self.assert_refused("/dev/nvme0n1 is a member of dm-0")
+
+    def test_open_disk(self):
+        os.symlink("/dev/nvme0n1", os.path.join(self.proc, "1/fd/3"))
+        self.assert_refused("/dev/nvme0n1 is open by pid 1 (init)")
+
+    def test_open_controller_character_device(self):
+        os.symlink("/dev/nvme0", os.path.join(self.proc, "1/fd/4"))
+        self.assert_refused("/dev/nvme0 is open by pid 1")
+
+    def test_busy_reasons_reports_them_all(self):
+        fixtures.write(os.path.join(self.proc, "swaps"), "Filename Type Size Used Priority\n/dev/nvme0n1p1 partition 1 0 -2")
+        os.symlink("/dev/nvme0n1", os.path.join(self.proc, "1/fd/3"))
+        env = dict(os.environ, SYS=self.sys, PROC=self.proc)
+        reasons = hardware.busy_reasons(fixtures.ADDR, NVME_BIND, env=env)
+        self.assertEqual(len(reasons), 2, reasons)
+
+
+class Usage(Tree):
+    def test_bad_command_lines_print_usage(self):
+        for args in ((), (fixtures.ADDR,), (fixtures.ADDR, "ahci"), ("nonsense", "nvme"), ("--check",)):
+            with self.subTest(args=args):
+                r = self.nvme_bind(*args)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn("usage:", r.stderr)
+
+    def test_not_nvme(self):
+        fixtures.write(os.path.join(self.sys, "bus/pci/devices", fixtures.ADDR, "class"), "0x010601")
+        r = self.nvme_bind("--check", fixtures.ADDR)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("not an NVMe controller", r.stderr)
+        self.assertIn("not an NVMe controller", hardware.device_problems(fixtures.ADDR, self.sys)[0])
+
+    def test_missing_device(self):
+        self.assertEqual(self.nvme_bind("--check", "0000:09:00.0").returncode, 1)
+        self.assertEqual(hardware.device_problems("0000:09:00.0", self.sys), ["no PCI device 0000:09:00.0"])
+
+
+class DeviceChecks(Tree):
+    driver = "ahci"
+
+    def test_foreign_driver_is_refused(self):
+        self.assertIn("bound to ahci", hardware.device_problems(fixtures.ADDR, self.sys)[0])
+
+    def test_address_forms(self):
+        self.assertEqual(hardware.normalize("01:00.0"), "0000:01:00.0")
+        self.assertEqual(hardware.normalize("0000:AB:00.7"), "0000:ab:00.7")
+        for bad in ("01:00", "0000:01:00.8", "x", "1:00.0"):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                hardware.normalize(bad)
+
+
+class RestoreTree(Tree):
+    """Restorer puts controllers back through nvme-bind; a fake nvme-bind records the calls."""
+
+    def setUp(self):
+        super().setUp()
+        self.calls = os.path.join(self.tmp.name, "calls")
+        self.fake = os.path.join(self.tmp.name, "fake-bind")
+        fixtures.write(self.fake, '#!/bin/sh\necho "$*" >>%s\n' % self.calls)
+        os.chmod(self.fake, 0o755)
+        params = os.path.join(self.sys, "module/nvme/parameters")
+        os.makedirs(params)
+        fixtures.write(os.path.join(params, "poll_queues"), "0")
+        self.modules = os.path.join(self.proc, "modules")
+        fixtures.write(self.modules, "nvme 1 0 - Live 0x0")
+
+    def recorded(self):
+        if not os.path.exists(self.calls):
+            return []
+        with open(self.calls) as f:
+            return f.read().splitlines()
+
+
+class Restore(RestoreTree):
+    def test_rebinds_to_the_original_driver_and_resets_poll_queues(self):
+        r = hardware.Restorer([fixtures.ADDR], self.fake, sys_root=self.sys, proc_modules=self.modules)
+        fixtures.write(os.path.join(self.sys, "module/nvme/parameters/poll_queues"), "1")
+        self.assertEqual(r.restore(), [])
+        self.assertEqual(self.recorded(), ["%s none" % fixtures.ADDR, "%s nvme" % fixtures.ADDR])
+        with open(os.path.join(self.sys, "module/nvme/parameters/poll_queues")) as f:
+            self.assertEqual(f.read().strip(), "0")
+
+    def test_reports_what_it_could_not_restore(self):
+        fixtures.write(self.fake, "#!/bin/sh\necho busy >&2; exit 1\n")
+        r = hardware.Restorer([fixtures.ADDR], self.fake, sys_root=self.sys, proc_modules=self.modules)
+        problems = r.restore()
+        self.assertEqual(len(problems), 1)
+        self.assertIn("cannot rebind %s to none: busy" % fixtures.ADDR, problems[0])
+
+
+class UnboundDevice(RestoreTree):
+    driver = "none"
+
+    def test_unbound_device_stays_unbound(self):
+        r = hardware.Restorer([fixtures.ADDR], self.fake, sys_root=self.sys, proc_modules=self.modules)
+        self.assertEqual(r.original, {fixtures.ADDR: "none"})
+        self.assertEqual(r.restore(), [])
+        self.assertEqual(self.recorded(), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,36 @@
+import importlib.machinery
+import importlib.util
+import os
+import unittest
+
+PARITY = os.path.join(os.path.dirname(__file__), "..", "parity")
+loader = importlib.machinery.SourceFileLoader("parity_cli", PARITY)
+spec = importlib.util.spec_from_loader("parity_cli", loader)
+parity = importlib.util.module_from_spec(spec)
+loader.exec_module(parity)
+
+
+def entry(qd, driver, iops, irqs):
+    return {"qd": qd, "driver": driver, "figures": {"iops": {"median": iops}, "irqs_per_io": {"median": irqs}}}
+
+
+class Verdict(unittest.TestCase):
+    def test_within_and_outside_tolerance(self):
+        rows = parity.verdict([
+            entry(1, "stock", 1000, 1.0), entry(1, "adaptive-off", 980, 1.02),
+            entry(32, "stock", 1000, 0.40), entry(32, "adaptive-off", 950, 0.40),
+        ], 0.03, 0.05)
+        self.assertEqual([(r[0], r[3]) for r in rows], [(1, True), (32, False)])
+        self.assertAlmostEqual(rows[1][1], 0.95)
+
+    def test_irq_deviation_fails(self):
+        rows = parity.verdict([entry(1, "stock", 1000, 0.5), entry(1, "adaptive-off", 1000, 0.56)], 0.03, 0.05)
+        self.assertFalse(rows[0][3])
+
+    def test_missing_driver_fails(self):
+        rows = parity.verdict([entry(1, "stock", 1000, 1.0)], 0.03, 0.05)
+        self.assertEqual(rows, [(1, None, None, False)])
+
+
+if __name__ == "__main__":
+    unittest.main()
