@@ -637,17 +637,35 @@ impl<'b> Core<'b> {
     }
 
     /// Resets the controller: its commands are cancelled (and retried), then the same queues
-    /// are created again.
-    fn reset(&self) -> Result {
+    /// are created again. If the controller does not come back, it is given up on.
+    fn reset_or_kill(&self) {
         let dev = self.shared.dev();
         dev_warn!(dev, "resetting controller\n");
         self.shared.set_state(State::Resetting);
         self.quiesce_and_disable();
         self.cancel_inflight();
+        match self.restart() {
+            Ok(()) => {
+                self.shared.set_state(State::Live);
+                self.tagset.unquiesce();
+                dev_info!(dev, "controller reset done\n");
+            }
+            Err(e) => {
+                dev_err!(dev, "reset failed ({:?}): giving up on the controller\n", e);
+                self.give_up();
+            }
+        }
+    }
+
+    /// Enables the disabled controller again with the same I/O queues.
+    fn restart(&self) -> Result {
         self.shared.enable(&self.admin)?;
         let wanted = self.io.queues.len() as u32;
         if set_queue_count(&self.admin, wanted)? < wanted {
-            dev_err!(dev, "controller grants fewer queues after the reset\n");
+            dev_err!(
+                self.shared.dev(),
+                "controller grants fewer queues after the reset\n"
+            );
             return Err(ENODEV);
         }
         for q in self.io.queues.iter() {
@@ -655,32 +673,25 @@ impl<'b> Core<'b> {
             create_io_queue(&self.admin, q, vector)?;
             q.resume_polling();
         }
-        self.shared.set_state(State::Live);
-        self.tagset.unquiesce();
-        dev_info!(dev, "controller reset done\n");
         Ok(())
-    }
-
-    fn reset_or_kill(&self) {
-        if let Err(e) = self.reset() {
-            dev_err!(
-                self.shared.dev(),
-                "reset failed ({:?}): giving up on the controller\n",
-                e
-            );
-            self.kill();
-        }
     }
 
     /// Gives up on the controller: every command in flight and every new one fails.
     fn kill(&self) {
         self.shared.set_state(State::Dead);
         self.quiesce_and_disable();
+        self.give_up();
+    }
+
+    /// With the queues quiesced (once) and the controller disabled: fails what is in flight,
+    /// marks the disks dead and lets the queues run again, so that new requests fail in
+    /// `queue_rq` (and requests a reset had set aside for retry fail there too).
+    fn give_up(&self) {
+        self.shared.set_state(State::Dead);
         self.cancel_inflight();
         for ns in self.namespaces.lock().iter() {
             ns.disk.mark_dead();
         }
-        // Requests that entered the queues meanwhile now fail in `queue_rq`.
         self.tagset.unquiesce();
     }
 
@@ -950,11 +961,18 @@ impl HealthWork {
         self.stopped.store(true, Release);
         // SAFETY: `work` is an initialised delayed work; `DelayedWork::raw_as_work` gives its
         // embedded `work_struct`, the first field of the C `struct delayed_work`.
-        unsafe {
+        let was_pending = unsafe {
             let work = DelayedWork::raw_as_work(&raw const self.work);
             let dwork =
                 kernel::container_of!(workqueue::Work::raw_get(work), bindings::delayed_work, work);
-            bindings::cancel_delayed_work_sync(dwork);
+            bindings::cancel_delayed_work_sync(dwork)
+        };
+        if was_pending {
+            // The queue held a reference, taken by `Arc::into_raw` on this very object when the
+            // work was enqueued; the work will not run, so the reference is ours to drop. The
+            // caller's own reference keeps the object alive.
+            // SAFETY: as just said, this is that pointer and the reference it stands for.
+            drop(unsafe { Arc::from_raw(core::ptr::from_ref(self)) });
         }
     }
 }

@@ -115,11 +115,7 @@ impl IoQueue<'_> {
         let mut cq = self.q.lock_cq();
         let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
-        stats.timer_expiries.add(1);
-        stats.reaped_timer.add(reaped.into());
-        if reaped == 0 {
-            stats.timer_empty.add(1);
-        }
+        stats.count_expiry(reaped);
         let action = if cq.extra.stopping {
             cq.extra.policy.abort_polling();
             Action::StopPolling {

@@ -196,11 +196,7 @@ impl Handler for IoQueue<'_> {
         let mut cq = self.q.lock_cq_in_irq(irqs_off);
         let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
-        stats.irqs.add(1);
-        stats.reaped_irq.add(reaped.into());
-        if reaped == 0 {
-            stats.irqs_empty.add(1);
-        }
+        stats.count_irq(reaped);
         let params = params::policy();
         // With adaptive polling off this is the plain interrupt path: no clock, no policy.
         if cq.extra.stopping || !params.enabled {

@@ -349,7 +349,8 @@ impl Policy {
         self.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
         // Interrupts that already reap a batch each (the device posts completions in clumps)
         // leave nothing for polling to save.
-        let batched = self.sample_count >= self.sample_irqs.saturating_mul(u64::from(p.target_batch));
+        let batched =
+            self.sample_count >= self.sample_irqs.saturating_mul(u64::from(p.target_batch));
         self.restart_sample(now);
         let wait = self.batch_wait(p);
         if wait > p.max_delay_ns || inflight < p.target_batch || batched {

@@ -91,6 +91,24 @@ impl QueueStats {
         });
     }
 
+    /// An interrupt found `reaped` completions.
+    pub(crate) fn count_irq(&self, reaped: u32) {
+        self.irqs.add(1);
+        self.reaped_irq.add(reaped.into());
+        if reaped == 0 {
+            self.irqs_empty.add(1);
+        }
+    }
+
+    /// A poll timer expiry found `reaped` completions.
+    pub(crate) fn count_expiry(&self, reaped: u32) {
+        self.timer_expiries.add(1);
+        self.reaped_timer.add(reaped.into());
+        if reaped == 0 {
+            self.timer_empty.add(1);
+        }
+    }
+
     pub(crate) fn count_ending(&self, ending: Ending) {
         match ending {
             Ending::Stalled => self.ended_stalled.add(1),

@@ -14,16 +14,24 @@ result() {
 }
 
 # check NAME COMMAND...: PASS (with the command's last output line, if any, as detail) when
-# the command exits 0, FAIL with its last output lines otherwise. The command runs in a
-# subshell: variables it sets do not outlive the check.
+# the command exits 0, SKIP when it calls skip, FAIL with its last output lines otherwise. The
+# command runs in a subshell: variables it sets do not outlive the check.
 check() {
     name=$1
     shift
     if out=$("$@" 2>&1); then
         result PASS "$name" "$(echo "$out" | tail -n 1)"
+    elif [ $? = 77 ]; then
+        result SKIP "$name" "$(echo "$out" | tail -n 1)"
     else
         result FAIL "$name" "$(echo "$out" | tail -n 4 | tr '\n' ' ')"
     fi
+}
+
+# Skips the current check, saying why (reported as SKIP, counted as skipped).
+skip() {
+    echo "$*"
+    exit 77
 }
 
 # Fails the current check with a message: exits the check's subshell.

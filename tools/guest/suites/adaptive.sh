@@ -118,13 +118,19 @@ verify_through_switches() {
     echo "$((2 * (e1 - e0))) mode switches, data verified"
 }
 
+# Starts fio at QD 32 on the slow disk for $1 seconds in the background (its pid in $pid) and
+# waits until a queue polls.
+start_polling_load() {
+    fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth=32 --runtime="$1" --time_based --cpus_allowed=1 >/dev/null 2>&1 &
+    pid=$!
+    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+}
+
 runtime_switch() {
     slow || return 1
     # adaptive=0 during polling ends it at the next poll; adaptive=1 brings it back.
-    fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth=32 --runtime=20 --time_based --cpus_allowed=1 >/dev/null 2>&1 &
-    pid=$!
-    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+    start_polling_load 20
     set_params adaptive=0
     wait_for 5 all_on_interrupts || { kill $pid; set_params adaptive=1; fail "still polling after adaptive=0"; }
     p0=$(stat_sum "$SLOW_CTRL" reaped_poll)
@@ -139,10 +145,7 @@ runtime_switch() {
 
 unbind_while_polling() {
     slow || return 1
-    fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth=32 --runtime=60 --time_based --cpus_allowed=1 >/dev/null 2>&1 &
-    pid=$!
-    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+    start_polling_load 60
     timeout 60 sh -c "echo $CTRL_SLOW >/sys/bus/pci/drivers/nvme_adaptive/unbind" || fail "unbind hung"
     wait $pid 2>/dev/null
     ! grep -q "${SLOW_CTRL}q" /proc/interrupts || fail "interrupts left after unbind"

@@ -1,5 +1,5 @@
 # Errors: parameter validation at load and at runtime; a lost completion ends in a controller
-# reset and a retried request, not a hang.
+# reset and a retried request, not a hang; a controller that stops answering fails its I/O.
 
 PARAMS=/sys/module/nvme_adaptive/parameters
 
@@ -57,6 +57,54 @@ works_after_reset() {
         --bs=4k --iodepth=32 --size=8m --verify=crc32c --do_verify=1
 }
 
+# Sets (1) or clears (0) the memory-space enable bit of a device's PCI command register. Cleared,
+# the controller no longer answers: QEMU drops doorbell writes and register reads return zero.
+set_memory_space() {
+    cfg=/sys/bus/pci/devices/$1/config
+    cmd=$(dd if="$cfg" bs=1 skip=4 count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
+    if [ "$2" = 1 ]; then cmd=$((cmd | 2)); else cmd=$((cmd & ~2)); fi
+    printf "\\$(printf %o "$cmd")" | dd of="$cfg" bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
+}
+
+# The controller stops answering under load (2 s I/O timeout): the watchdog finds the commands
+# late, the reset fails, the controller is given up on; I/O in flight and new I/O fail with
+# errors instead of hanging, unbind is clean, and the controller works again once it answers.
+dead_controller_fails_io() {
+    to_adaptive "$CTRL_NULL" || fail "bind failed"
+    disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
+    given_up=$(dmesg | grep -c "giving up on the controller")
+    echo 2 >$PARAMS/io_timeout
+    fio --name=dead --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randread --bs=4k \
+        --iodepth=32 --runtime=120 --time_based >/dev/null 2>&1 &
+    pid=$!
+    wait_for 30 sh -c "[ \"\$(awk '{ print \$1 + \$2 }' /sys/block/$disk/inflight)\" -gt 0 ]" ||
+        { kill $pid; fail "fio never had I/O in flight"; }
+    set_memory_space "$CTRL_NULL" 0
+    # Timeout (2 s), watchdog period (1 s), the reset's wait for CSTS.RDY (CAP.TO, 7.5 s).
+    wait_for 60 sh -c "[ \$(dmesg | grep -c 'giving up on the controller') -gt $given_up ]"
+    found=$?
+    set_memory_space "$CTRL_NULL" 1
+    echo 30 >$PARAMS/io_timeout
+    [ $found = 0 ] || { kill $pid; fail "the controller was not given up on"; }
+    # Our child: a loop here (not wait_for's subshell) sees it reaped once it exits.
+    i=0
+    while kill -0 $pid 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 300 ] || { kill -9 $pid; fail "fio still running 30 s after the controller was given up on"; }
+        usleep 100000
+    done
+    # A dead disk has no capacity left: a read gets an error or end of file, promptly.
+    [ "$(cat /sys/block/$disk/size)" = 0 ] || fail "the dead disk still has $(cat /sys/block/$disk/size) sectors"
+    got=$(timeout 30 sh -c "dd if=/dev/$disk bs=4096 count=1 iflag=direct 2>/dev/null | wc -c")
+    [ $? != 124 ] || fail "a read from the dead controller hung"
+    [ "$got" = 0 ] || fail "read $got bytes from the dead controller"
+    timeout 60 sh -c "echo $CTRL_NULL >/sys/bus/pci/drivers/nvme_adaptive/unbind" || fail "unbind hung"
+    ! grep -q "${disk%n*}q" /proc/interrupts || fail "interrupts left after unbind"
+    to_adaptive "$CTRL_NULL" || fail "rebind failed once the controller answered again"
+    disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk after rebind"
+    dd if="/dev/$disk" of=/dev/null bs=4096 count=16 iflag=direct 2>/dev/null || fail "read after rebind failed"
+}
+
 poll_queue_serves_hipri() {
     # Loaded above with poll_queues=1: queue 3 has no vector and serves io_uring polled I/O.
     to_adaptive "$CTRL_NULL" || fail "bind failed"
@@ -80,3 +128,4 @@ check runtime-writes runtime_writes
 check lost-completion-recovers lost_completion_recovers
 check works-after-reset works_after_reset
 check poll-queue-hipri poll_queue_serves_hipri
+check dead-controller-fails-io dead_controller_fails_io
