@@ -697,11 +697,13 @@ impl<'b> Core<'b> {
 
     /// Orderly end (unbind, shutdown): I/O queues deleted, shutdown notification, nothing left
     /// on the device.
-    fn disable_io(&self) {
+    /// Returns whether the controller completed the shutdown notification.
+    fn disable_io(&self) -> bool {
         self.tagset.quiesce();
         for q in self.io.queues.iter() {
             q.stop_polling();
         }
+        let mut shut_down = false;
         if !self.shared.is_dead() && self.shared.check_alive().is_ok() {
             // Submission queues first: a CQ can only be deleted once no SQ uses it.
             for sq in [true, false] {
@@ -709,12 +711,13 @@ impl<'b> Core<'b> {
                     let _ = self.admin.execute(Command::delete_queue(sq, q.q.qid));
                 }
             }
-            let _ = self.shared.shutdown(self.shutdown_timeout_ms);
+            shut_down = self.shared.shutdown(self.shutdown_timeout_ms).is_ok();
         }
         self.shared.set_state(State::Dead);
         self.reap_all();
         self.cancel_inflight();
         self.tagset.unquiesce();
+        shut_down
     }
 
     /// Removal: the disks first (their removal waits for I/O in flight, while the watchdog
@@ -1000,10 +1003,14 @@ impl<'b> Controller<'b> {
         self.core.remove(&self.health);
     }
 
-    /// System shutdown or reboot: the controller is told to shut down, I/O stops.
+    /// System shutdown or reboot: the controller is told to shut down, I/O stops. One line says
+    /// when the controller confirms it (the shutdown suite of the tests waits for it).
     pub(crate) fn shutdown(&self) {
         self.health.stop();
-        self.core.disable_io();
+        if self.core.disable_io() {
+            let shared = &self.core.shared;
+            dev_info!(shared.dev(), "nvma{}: shut down\n", shared.instance);
+        }
     }
 }
 
