@@ -724,9 +724,9 @@ impl<'b> Core<'b> {
     /// still guards against a stuck command), then the watchdog, then the queues.
     fn remove(&self, health: &HealthWork) {
         let dev = self.shared.dev();
+        let pdev = crate::irq::raw_pdev(self.shared.pdev);
         // SAFETY: `pdev` is a bound PCI device.
-        let present =
-            unsafe { bindings::pci_device_is_present(crate::irq::raw_pdev(self.shared.pdev)) };
+        let present = unsafe { bindings::pci_device_is_present(pdev) };
         if !present {
             dev_warn!(dev, "controller is gone: failing its I/O\n");
             health.stop();

@@ -91,9 +91,9 @@ impl DmaPool {
     /// A page, without sleeping (the submission path may not sleep).
     pub(crate) fn alloc(&self) -> Option<DmaPage> {
         let mut dma = 0;
+        let pool = self.pool.as_ptr();
         // SAFETY: `pool` is valid (type invariant).
-        let cpu =
-            unsafe { bindings::dma_pool_alloc(self.pool.as_ptr(), bindings::GFP_ATOMIC, &mut dma) };
+        let cpu = unsafe { bindings::dma_pool_alloc(pool, bindings::GFP_ATOMIC, &mut dma) };
         Some(DmaPage {
             cpu: NonNull::new(cpu.cast())?,
             dma,
@@ -221,9 +221,9 @@ impl DataMapping {
         // SAFETY: `table` has room for `segments` entries.
         unsafe { bindings::sg_init_table(table, segments as u32) };
         let entries = rq.map_sg(table);
+        let dev = raw_dev(dev);
         // SAFETY: `table` holds `entries` initialised entries; `dev` is the bound device.
-        let mapped =
-            unsafe { bindings::dma_map_sg_attrs(raw_dev(dev), table, entries as i32, self.dir, 0) };
+        let mapped = unsafe { bindings::dma_map_sg_attrs(dev, table, entries as i32, self.dir, 0) };
         if mapped == 0 {
             self.sg = SgStorage::Inline(pin_init::zeroed());
             return Err(ENOMEM);
