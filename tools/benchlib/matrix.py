@@ -6,6 +6,7 @@ repetition to the next, so that drift in the host (or emulator) spreads over all
 """
 
 DRIVERS = ("stock", "stock-poll", "adaptive-off", "adaptive-on")
+WORKLOADS = ("randread", "randwrite", "randrw70", "peak")
 
 # The peak-IOPS workload (fio's t/io_uring style: batched submission and completion, registered
 # files, fixed buffers) runs at this one queue depth.

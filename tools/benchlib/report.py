@@ -5,14 +5,16 @@ import json
 import os
 import statistics
 
+from . import matrix
+
+LABELS = {
+    "stock": "nvme (interrupts)",
+    "stock-poll": "nvme poll_queues + hipri",
+    "adaptive-off": "nvme_adaptive, adaptive off",
+    "adaptive-on": "nvme_adaptive, adaptive on",
+}
 # Drivers in the order tables and plots show them, with their labels.
-DRIVERS = [
-    ("stock", "nvme (interrupts)"),
-    ("stock-poll", "nvme poll_queues + hipri"),
-    ("adaptive-off", "nvme_adaptive, adaptive off"),
-    ("adaptive-on", "nvme_adaptive, adaptive on"),
-]
-LABEL = dict(DRIVERS)
+DRIVERS = [(d, LABELS[d]) for d in matrix.DRIVERS]
 
 # Figures aggregated per cell.
 METRICS = [

@@ -51,11 +51,6 @@ load_stock() {
     insmod "$MODDIR/nvme-core.ko" && insmod "$MODDIR/nvme.ko" "$@"
 }
 
-unload_stock() {
-    grep -q '^nvme ' /proc/modules || return 0
-    rmmod nvme && rmmod nvme_core
-}
-
 load_adaptive() {
     grep -q '^nvme_adaptive ' /proc/modules && return 0
     insmod "$NVA_KO" "$@"
@@ -118,7 +113,6 @@ disk_of() {
 }
 
 # Runs fio with a time limit; fails unless it completes with no I/O or verify error.
-# The terse output goes to $FIO_OUT for callers that want figures.
 FIO_OUT=/tmp/fio.out
 run_fio() {
     timeout 900 fio --output-format=terse --terse-version=3 "$@" >"$FIO_OUT" 2>/tmp/fio.err
@@ -132,7 +126,44 @@ run_fio() {
     [ -z "$bad" ] || fail "fio reported errors: $bad"
 }
 
-# Sum over fio's terse lines of read (field 8) plus write (field 49) IOPS.
-fio_iops() {
-    awk -F';' '$1 == 3 { s += $8 + $49 } END { printf "%d", s }' "$FIO_OUT"
+PARAMS=/sys/module/nvme_adaptive/parameters
+STATS=/sys/kernel/debug/nvme_adaptive
+
+# Writes nvme_adaptive parameters given as NAME=VALUE.
+set_params() {
+    for kv in "$@"; do
+        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" || return 1
+    done
+}
+
+# Whether DISK has commands in flight.
+has_inflight() {
+    [ "$(awk '{ print $1 + $2 }' "/sys/block/$1/inflight")" -gt 0 ]
+}
+
+# start_background_io DISK RW SECONDS: fio at QD 32 on DISK in the background (its pid in
+# FIO_PID), once it has I/O in flight.
+start_background_io() {
+    fio --name=bg --filename="/dev/$1" --direct=1 --ioengine=io_uring --rw="$2" --bs=4k \
+        --iodepth=32 --runtime="$3" --time_based >/dev/null 2>&1 &
+    FIO_PID=$!
+    wait_for 60 has_inflight "$1" || { kill "$FIO_PID"; fail "fio never had I/O in flight"; }
+}
+
+# reap_background_io SECONDS: waits that long at most for the background fio to end (it fails
+# once its disk is gone or dead). A loop in the shell that started it, which reaps it.
+reap_background_io() {
+    i=0
+    while kill -0 "$FIO_PID" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt $(($1 * 10)) ] || { kill -9 "$FIO_PID"; fail "fio still running after $1 s"; }
+        usleep 100000
+    done
+    wait "$FIO_PID" 2>/dev/null
+    return 0
+}
+
+# Unbinds a controller from nvme_adaptive through sysfs; fails if that takes over 60 s.
+unbind_adaptive() {
+    timeout 60 sh -c "echo $1 >/sys/bus/pci/drivers/nvme_adaptive/unbind"
 }

@@ -1,5 +1,7 @@
 """Shared test data: a fake sysfs/procfs tree with one NVMe controller, and bench-run output."""
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 
@@ -85,3 +87,13 @@ def bench_output(cells):
             out.append("NVA-BENCH-RAW debugfs nvma0 q1 stage: sample")
         out.append("NVA-BENCH-END")
     return "\n".join(out) + "\n"
+
+
+def load_script(name):
+    """Imports the tools/ script NAME (a Python file without the .py suffix) as a module."""
+    path = os.path.join(os.path.dirname(__file__), "..", name)
+    loader = importlib.machinery.SourceFileLoader(name + "_cli", path)
+    spec = importlib.util.spec_from_loader(name + "_cli", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module

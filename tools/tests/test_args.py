@@ -1,24 +1,11 @@
 import contextlib
-import importlib.machinery
 import io
-import importlib.util
-import os
 import unittest
 
 from benchlib import matrix, params
+from tests.fixtures import load_script
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "bench")
-
-
-def load_bench():
-    loader = importlib.machinery.SourceFileLoader("bench_cli", BENCH)
-    spec = importlib.util.spec_from_loader("bench_cli", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_script("bench")
 KNOWN = params.specs()
 
 

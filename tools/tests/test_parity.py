@@ -1,13 +1,8 @@
-import importlib.machinery
-import importlib.util
-import os
 import unittest
 
-PARITY = os.path.join(os.path.dirname(__file__), "..", "parity")
-loader = importlib.machinery.SourceFileLoader("parity_cli", PARITY)
-spec = importlib.util.spec_from_loader("parity_cli", loader)
-parity = importlib.util.module_from_spec(spec)
-loader.exec_module(parity)
+from tests.fixtures import load_script
+
+parity = load_script("parity")
 
 
 def entry(qd, driver, iops, irqs):

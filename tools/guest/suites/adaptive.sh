@@ -3,18 +3,9 @@
 # returns to interrupts when the load stops, data stays intact through thousands of switches,
 # and teardown while polling is clean.
 
-PARAMS=/sys/module/nvme_adaptive/parameters
-STATS=/sys/kernel/debug/nvme_adaptive
-
 # The slow controller completes 300 to 2000 commands/s, hundreds of times fewer than a flash
 # device: the latency window is scaled up and the batch down accordingly.
 EMULATION="target_batch=2 max_delay_us=10000"
-
-set_params() {
-    for kv in "$@"; do
-        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" || return 1
-    done
-}
 
 # Sum of field KEY over the queue files of controller CTRL (the driver's debugfs name).
 stat_sum() {
@@ -81,6 +72,11 @@ sparse_queue_stays() {
     [ "$2" -ge "$1" ] || fail "QD1 took $2 interrupts for $1 I/Os"
 }
 
+# A queue of the slow controller is polling.
+some_queue_polls() {
+    grep -qx 'stage: poll' "$STATS/$SLOW_CTRL"/q*
+}
+
 # Every queue of the controller is on interrupts: not polling, vector not masked.
 all_on_interrupts() {
     for q in "$STATS/$SLOW_CTRL"/q*; do
@@ -124,7 +120,7 @@ start_polling_load() {
     fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
         --bs=4k --iodepth=32 --runtime="$1" --time_based --cpus_allowed=1 >/dev/null 2>&1 &
     pid=$!
-    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "never polled"; }
+    wait_for 10 some_queue_polls || { kill $pid; fail "never polled"; }
 }
 
 runtime_switch() {
@@ -137,7 +133,7 @@ runtime_switch() {
     sleep 1
     p1=$(stat_sum "$SLOW_CTRL" reaped_poll)
     set_params adaptive=1
-    wait_for 10 sh -c "grep -qx 'stage: poll' $STATS/$SLOW_CTRL/q*" || { kill $pid; fail "did not poll again"; }
+    wait_for 10 some_queue_polls || { kill $pid; fail "did not poll again"; }
     kill $pid
     wait $pid 2>/dev/null
     [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
@@ -146,7 +142,7 @@ runtime_switch() {
 unbind_while_polling() {
     slow || return 1
     start_polling_load 60
-    timeout 60 sh -c "echo $CTRL_SLOW >/sys/bus/pci/drivers/nvme_adaptive/unbind" || fail "unbind hung"
+    unbind_adaptive "$CTRL_SLOW" || fail "unbind hung"
     wait $pid 2>/dev/null
     ! grep -q "${SLOW_CTRL}q" /proc/interrupts || fail "interrupts left after unbind"
     # Bind again, poll, and unload the module right after the load stops.

@@ -41,8 +41,7 @@ cap_matches_stock() {
 }
 
 stock_reads_a_block() {
-    disk=$(disks_of "$CTRL_NULL" | head -n 1)
-    [ -n "$disk" ] || fail "no disk under $CTRL_NULL"
+    disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk under $CTRL_NULL"
     dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>&1
 }
 

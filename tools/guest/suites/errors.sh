@@ -1,12 +1,10 @@
 # Errors: parameter validation at load and at runtime; a lost completion ends in a controller
 # reset and a retried request, not a hang; a controller that stops answering fails its I/O.
 
-PARAMS=/sys/module/nvme_adaptive/parameters
-
 rejected_at_load() {
     # rejected_at_load PARAM=VALUE RANGE_TEXT
     unload_adaptive
-    out=$(insmod "$NVA_KO" "$1" 2>&1) && { rmmod nvme_adaptive; fail "insmod accepted $1"; }
+    insmod "$NVA_KO" "$1" >/dev/null 2>&1 && { rmmod nvme_adaptive; fail "insmod accepted $1"; }
     name=${1%%=*}
     dmesg | tail -n 5 | grep -q "invalid $name=.*must be $2" || fail "no message naming $name and its range: $(dmesg | tail -n 2)"
 }
@@ -74,31 +72,21 @@ dead_controller_fails_io() {
     disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
     given_up=$(dmesg | grep -c "giving up on the controller")
     echo 2 >$PARAMS/io_timeout
-    fio --name=dead --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randread --bs=4k \
-        --iodepth=32 --runtime=120 --time_based >/dev/null 2>&1 &
-    pid=$!
-    wait_for 30 sh -c "[ \"\$(awk '{ print \$1 + \$2 }' /sys/block/$disk/inflight)\" -gt 0 ]" ||
-        { kill $pid; fail "fio never had I/O in flight"; }
+    start_background_io "$disk" randread 120
     set_memory_space "$CTRL_NULL" 0
     # Timeout (2 s), watchdog period (1 s), the reset's wait for CSTS.RDY (CAP.TO, 7.5 s).
     wait_for 60 sh -c "[ \$(dmesg | grep -c 'giving up on the controller') -gt $given_up ]"
     found=$?
     set_memory_space "$CTRL_NULL" 1
     echo 30 >$PARAMS/io_timeout
-    [ $found = 0 ] || { kill $pid; fail "the controller was not given up on"; }
-    # Our child: a loop here (not wait_for's subshell) sees it reaped once it exits.
-    i=0
-    while kill -0 $pid 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -lt 300 ] || { kill -9 $pid; fail "fio still running 30 s after the controller was given up on"; }
-        usleep 100000
-    done
+    [ $found = 0 ] || { kill "$FIO_PID"; fail "the controller was not given up on"; }
+    reap_background_io 30
     # A dead disk has no capacity left: a read gets an error or end of file, promptly.
     [ "$(cat /sys/block/$disk/size)" = 0 ] || fail "the dead disk still has $(cat /sys/block/$disk/size) sectors"
     got=$(timeout 30 sh -c "dd if=/dev/$disk bs=4096 count=1 iflag=direct 2>/dev/null | wc -c")
     [ $? != 124 ] || fail "a read from the dead controller hung"
     [ "$got" = 0 ] || fail "read $got bytes from the dead controller"
-    timeout 60 sh -c "echo $CTRL_NULL >/sys/bus/pci/drivers/nvme_adaptive/unbind" || fail "unbind hung"
+    unbind_adaptive "$CTRL_NULL" || fail "unbind hung"
     ! grep -q "${disk%n*}q" /proc/interrupts || fail "interrupts left after unbind"
     to_adaptive "$CTRL_NULL" || fail "rebind failed once the controller answered again"
     disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk after rebind"

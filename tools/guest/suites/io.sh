@@ -38,10 +38,10 @@ block_size_is() {
 # Data written by one driver reads back identically through the other.
 interchange() {
     from=$1 to=$2 offset=$3
-    if [ "$from" = stock ]; then to_stock "$CTRL_FILE"; else to_adaptive "$CTRL_FILE"; fi
+    "to_$from" "$CTRL_FILE"
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $from"
     dd if="$PATTERN" of="/dev/$disk" bs=1M seek="$offset" oflag=direct,seek_bytes 2>/dev/null || fail "write through $from failed"
-    if [ "$to" = stock ]; then to_stock "$CTRL_FILE"; else to_adaptive "$CTRL_FILE"; fi
+    "to_$to" "$CTRL_FILE"
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $to"
     dd if="/dev/$disk" bs=1M count=8 skip="$offset" iflag=direct,skip_bytes 2>/dev/null | cmp - "$PATTERN" ||
         fail "data written through $from differs when read through $to"

@@ -6,35 +6,19 @@
 # driver_override, set once, keeps the stock driver from taking it in between, and makes each
 # insmod of the module bind it.
 BIND=/sys/bus/pci/drivers/nvme_adaptive/bind
-UNBIND=/sys/bus/pci/drivers/nvme_adaptive/unbind
 
-# Starts fio reading the controller's first disk in the background; waits until it has I/O in
-# flight. Sets FIO_PID.
-start_background_io() {
-    disk=$(disk_of "$1" 1) || fail "no disk"
-    fio --name=bg --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randrw --bs=4k \
-        --iodepth=32 --runtime=120 --time_based >/dev/null 2>&1 &
-    FIO_PID=$!
-    wait_for 60 sh -c "[ \"\$(awk '{ print \$1 + \$2 }' /sys/block/$disk/inflight)\" -gt 0 ]" ||
-        fail "fio never had I/O in flight"
-}
-
-# Waits for the background fio to end (it fails once its disk is gone).
-reap_background_io() {
-    i=0
-    while kill -0 "$FIO_PID" 2>/dev/null; do
-        i=$((i + 1))
-        [ $i -lt 600 ] || { kill -9 "$FIO_PID"; fail "fio still running 60 s after its disk went"; }
-        usleep 100000
-    done
-    wait "$FIO_PID" 2>/dev/null
-    return 0
-}
-
+# Unbinds the null controller while fio has I/O in flight on it.
 unbind_with_io() {
-    start_background_io "$CTRL_NULL" || return 1
-    timeout 60 sh -c "echo $CTRL_NULL >$UNBIND" || fail "unbind with I/O in flight did not finish"
-    reap_background_io
+    disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
+    start_background_io "$disk" randrw 120
+    unbind_adaptive "$CTRL_NULL" || fail "unbind with I/O in flight did not finish"
+    reap_background_io 60
+}
+
+# No nvme_adaptive disk or interrupt is left.
+no_disks_or_irqs_left() {
+    [ -z "$(ls /sys/block | grep nvma)" ] || fail "disks left: $(ls /sys/block | grep nvma)"
+    ! grep -q nvma /proc/interrupts || fail "interrupts left: $(grep nvma /proc/interrupts)"
 }
 
 bind_cycles() {
@@ -45,12 +29,11 @@ bind_cycles() {
     to_adaptive "$CTRL_NULL" || fail "first bind failed"
     for i in $(seq 1 30); do
         if [ $((i % 3)) = 0 ]; then
-            unbind_with_io || fail "cycle $i: $(cat /tmp/err 2>/dev/null)"
+            unbind_with_io
         else
-            timeout 60 sh -c "echo $CTRL_NULL >$UNBIND" || fail "cycle $i: unbind failed"
+            unbind_adaptive "$CTRL_NULL" || fail "cycle $i: unbind failed"
         fi
-        [ -z "$(ls /sys/block | grep nvma)" ] || fail "cycle $i: disks left: $(ls /sys/block | grep nvma)"
-        ! grep -q nvma /proc/interrupts || fail "cycle $i: interrupts left behind"
+        no_disks_or_irqs_left
         echo "$CTRL_NULL" >$BIND || fail "cycle $i: bind failed"
         disk_of "$CTRL_NULL" 1 >/dev/null || fail "cycle $i: no disk after bind"
     done
@@ -63,11 +46,12 @@ module_cycles() {
         load_adaptive || fail "cycle $i: insmod failed"
         [ "$(bound_driver "$CTRL_NULL")" = nvme_adaptive ] || fail "cycle $i: insmod did not bind the overridden device"
         if [ $((i % 2)) = 0 ]; then
-            start_background_io "$CTRL_NULL" || return 1
+            disk=$(disk_of "$CTRL_NULL" 1) || fail "cycle $i: no disk"
+            start_background_io "$disk" randrw 120
             # An open disk pins the module: rmmod refuses cleanly.
             rmmod nvme_adaptive 2>/dev/null && fail "cycle $i: rmmod succeeded with the disk open"
-            timeout 60 sh -c "echo $CTRL_NULL >$UNBIND" || fail "cycle $i: unbind hung"
-            reap_background_io
+            unbind_adaptive "$CTRL_NULL" || fail "cycle $i: unbind hung"
+            reap_background_io 60
         fi
         timeout 60 rmmod nvme_adaptive || fail "cycle $i: rmmod failed"
         [ ! -d /sys/module/nvme_adaptive ] || fail "cycle $i: module still present"
@@ -75,8 +59,7 @@ module_cycles() {
 }
 
 nothing_left() {
-    [ -z "$(ls /sys/block | grep nvma)" ] || fail "disks left: $(ls /sys/block | grep nvma)"
-    ! grep -q nvma /proc/interrupts || fail "interrupts left: $(grep nvma /proc/interrupts)"
+    no_disks_or_irqs_left
     [ ! -d /sys/kernel/debug/nvme_adaptive ] || fail "debugfs directory left"
 }
 
