@@ -96,7 +96,7 @@ impl<'b> AdminQueue<'b> {
     }
 
     fn record(cq: &mut AdminCq, cqe: &Completion) -> bool {
-        if cq.waiting == Some(u16::from_le(cqe.command_id)) {
+        if cq.waiting == Some(cqe.cid()) {
             cq.result = Some(*cqe);
             true
         } else {
@@ -134,7 +134,7 @@ impl<'b> AdminQueue<'b> {
                 Self::record(a, cqe);
             });
             if let Some(cqe) = cq.extra.result.take() {
-                let status = Status::of(u16::from_le(cqe.status));
+                let status = cqe.status();
                 break if status.is_success() {
                     Ok(u32::from_le(cqe.result))
                 } else {

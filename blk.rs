@@ -148,7 +148,7 @@ impl<T: Operations> Request<T> {
         // `init_request`; the token is the only way to reach it while the driver owns the
         // request, and `&mut self` makes this access exclusive. The view only reads fields of
         // the request outside the PDU.
-        let pdu = unsafe { &mut *bindings::blk_mq_rq_to_pdu(self.raw()).cast::<T::Pdu>() };
+        let pdu = unsafe { &mut *pdu_ptr::<T>(self.raw()) };
         (pdu, view)
     }
 
@@ -361,10 +361,7 @@ impl<T: Operations> Drop for CompletionBatch<T> {
             // has a hardware queue, and carries a `T::Pdu`.
             unsafe {
                 let next = (*rq).__bindgen_anon_1.rq_next;
-                T::release(
-                    hw_queue_of::<T>(rq),
-                    &mut *bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>(),
-                );
+                T::release(hw_queue_of::<T>(rq), &mut *pdu_ptr::<T>(rq));
                 rq = next;
             }
         }
@@ -415,13 +412,7 @@ impl QueueMaps<'_> {
         // SAFETY: `map` belongs to a tag set being (re)mapped by blk-mq, `dev` is a live device.
         unsafe {
             match vector_offset {
-                Some(offset) => bindings::blk_mq_map_hw_queues(
-                    map,
-                    core::ptr::from_ref(dev)
-                        .cast::<bindings::device>()
-                        .cast_mut(),
-                    offset,
-                ),
+                Some(offset) => bindings::blk_mq_map_hw_queues(map, crate::raw::dev(dev), offset),
                 None => bindings::blk_mq_map_queues(map),
             }
         }
@@ -524,7 +515,7 @@ impl<T: Operations> TagSet<T> {
             let f = unsafe { &mut *data.cast::<F>() };
             // SAFETY: `rq` belongs to this tag set (type invariant), so its PDU is a `T::Pdu`;
             // blk-mq holds a reference on the request during the callback.
-            f(unsafe { &*bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>() });
+            f(unsafe { &*pdu_ptr::<T>(rq) });
             true
         }
         // SAFETY: the tag set is allocated; `visit::<T, F>` matches `busy_tag_iter_fn`.
@@ -621,12 +612,23 @@ impl QueueTags {
         }
         // SAFETY: requests of the tag set carry a `T::Pdu`; reading it is fine whoever owns the
         // request, as the owner only writes it while holding the token.
-        if !owned(unsafe { &*bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>() }) {
+        if !owned(unsafe { &*pdu_ptr::<T>(rq) }) {
             return None;
         }
         // SAFETY: ownership is the caller's to take (see above).
         Some(unsafe { Request::from_raw(rq) })
     }
+}
+
+/// The driver's queue behind a hardware context.
+///
+/// # Safety
+///
+/// `hctx` must be a live hardware context of a tag set driven by `T`, initialised by
+/// `init_hctx`.
+unsafe fn hctx_queue<'a, T: Operations>(hctx: *mut bindings::blk_mq_hw_ctx) -> &'a T::HwQueue {
+    // SAFETY: `driver_data` was set in `init_hctx` to a queue that outlives the tag set.
+    unsafe { &*(*hctx).driver_data.cast::<T::HwQueue>() }
 }
 
 /// The hardware queue a request was issued on.
@@ -635,9 +637,18 @@ impl QueueTags {
 ///
 /// `rq` must be a live request of a tag set driven by `T` that reached the driver.
 unsafe fn hw_queue_of<'a, T: Operations>(rq: *mut bindings::request) -> &'a T::HwQueue {
-    // SAFETY: `mq_hctx` is set before the request reaches the driver, and `driver_data` was
-    // set in `init_hctx` to a queue that outlives the tag set.
-    unsafe { &*(*(*rq).mq_hctx).driver_data.cast::<T::HwQueue>() }
+    // SAFETY: `mq_hctx` is set (and initialised) before the request reaches the driver.
+    unsafe { hctx_queue::<T>((*rq).mq_hctx) }
+}
+
+/// The driver's data area of a request (`cmd_size` bytes, sized and aligned for `T::Pdu`).
+///
+/// # Safety
+///
+/// `rq` must be a request of a tag set driven by `T`.
+unsafe fn pdu_ptr<T: Operations>(rq: *mut bindings::request) -> *mut T::Pdu {
+    // SAFETY: `rq` is a valid request (the caller's promise).
+    unsafe { bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>() }
 }
 
 /// The static `blk_mq_ops` of a driver.
@@ -651,11 +662,11 @@ impl<T: Operations> Ops<T> {
         hctx: *mut bindings::blk_mq_hw_ctx,
         bd: *const bindings::blk_mq_queue_data,
     ) -> bindings::blk_status_t {
-        // SAFETY: `driver_data` was set in `init_hctx` to the queue that outlives the tag set;
-        // `queuedata` was set by `Disk::new` to a `T::Disk` that outlives the disk.
+        // SAFETY: `hctx` was initialised by `init_hctx`; `queuedata` was set by `Disk::new` to
+        // a `T::Disk` that outlives the disk.
         let (hwq, disk, rq, last) = unsafe {
             (
-                &*(*hctx).driver_data.cast::<T::HwQueue>(),
+                hctx_queue::<T>(hctx),
                 &*(*(*hctx).queue).queuedata.cast::<T::Disk>(),
                 // blk-mq hands the request to the driver here.
                 Request::<T>::from_raw((*bd).rq),
@@ -673,7 +684,7 @@ impl<T: Operations> Ops<T> {
     /// Called by blk-mq with a live hctx initialised by `init_hctx`.
     unsafe extern "C" fn commit_rqs(hctx: *mut bindings::blk_mq_hw_ctx) {
         // SAFETY: see `queue_rq`.
-        T::commit_rqs(unsafe { &*(*hctx).driver_data.cast::<T::HwQueue>() })
+        T::commit_rqs(unsafe { hctx_queue::<T>(hctx) })
     }
 
     /// # Safety
@@ -694,7 +705,7 @@ impl<T: Operations> Ops<T> {
         _iob: *mut bindings::io_comp_batch,
     ) -> core::ffi::c_int {
         // SAFETY: see `queue_rq`.
-        let found = T::poll(unsafe { &*(*hctx).driver_data.cast::<T::HwQueue>() });
+        let found = T::poll(unsafe { hctx_queue::<T>(hctx) });
         found.min(i32::MAX as u32) as i32
     }
 
@@ -731,11 +742,7 @@ impl<T: Operations> Ops<T> {
     ) -> core::ffi::c_int {
         // SAFETY: the PDU area is `cmd_size` = `size_of::<T::Pdu>()` bytes, suitably aligned,
         // and not yet initialised.
-        unsafe {
-            bindings::blk_mq_rq_to_pdu(rq)
-                .cast::<T::Pdu>()
-                .write(T::Pdu::default())
-        };
+        unsafe { pdu_ptr::<T>(rq).write(T::Pdu::default()) };
         0
     }
 
@@ -748,7 +755,7 @@ impl<T: Operations> Ops<T> {
         _hctx_index: core::ffi::c_uint,
     ) {
         // SAFETY: initialised in `init_request`, never used again.
-        unsafe { core::ptr::drop_in_place(bindings::blk_mq_rq_to_pdu(rq).cast::<T::Pdu>()) };
+        unsafe { core::ptr::drop_in_place(pdu_ptr::<T>(rq)) };
     }
 
     /// # Safety
@@ -923,13 +930,7 @@ impl<T: Operations> Disk<T> {
         }
         // SAFETY: `gendisk` is valid; `parent` is a live device.
         let ret = unsafe {
-            bindings::device_add_disk(
-                core::ptr::from_ref(parent)
-                    .cast::<bindings::device>()
-                    .cast_mut(),
-                gendisk,
-                core::ptr::null_mut(),
-            )
+            bindings::device_add_disk(crate::raw::dev(parent), gendisk, core::ptr::null_mut())
         };
         if ret != 0 {
             // SAFETY: allocated above and not added.

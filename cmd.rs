@@ -95,10 +95,8 @@ impl Command {
             },
             nsid,
         );
-        c.cdw10 = (slba as u32).to_le();
-        c.cdw11 = ((slba >> 32) as u32).to_le();
-        // NLB is 0's based, in the low 16 bits; FUA is bit 30.
-        c.cdw12 = ((blocks - 1) | if fua { RW_FUA } else { 0 }).to_le();
+        // FUA is bit 30 of the range's CDW12.
+        c.set_range(slba, blocks, if fua { RW_FUA } else { 0 });
         c
     }
 
@@ -108,10 +106,21 @@ impl Command {
 
     pub(crate) fn write_zeroes(nsid: u32, slba: u64, blocks: u32, deallocate: bool) -> Self {
         let mut c = Self::new(io_opcode::WRITE_ZEROES, nsid);
-        c.cdw10 = (slba as u32).to_le();
-        c.cdw11 = ((slba >> 32) as u32).to_le();
-        c.cdw12 = ((blocks - 1) | if deallocate { WZ_DEAC } else { 0 }).to_le();
+        c.set_range(slba, blocks, if deallocate { WZ_DEAC } else { 0 });
         c
+    }
+
+    /// The starting LBA (CDW10-11) and the 0's based block count (low 16 bits of CDW12) of a
+    /// read, write or write zeroes, with `flags` in the rest of CDW12.
+    fn set_range(&mut self, slba: u64, blocks: u32, flags: u32) {
+        self.cdw10 = (slba as u32).to_le();
+        self.cdw11 = ((slba >> 32) as u32).to_le();
+        self.cdw12 = ((blocks - 1) | flags).to_le();
+    }
+
+    /// CDW10 of both queue creation commands: queue id and 0's based size.
+    fn queue_id_and_size(qid: u16, depth: u16) -> u32 {
+        (u32::from(qid) | u32::from(depth - 1) << 16).to_le()
     }
 
     /// Dataset Management "deallocate" of `ranges` ranges held in the buffer at `prp1`.
@@ -140,7 +149,7 @@ impl Command {
     pub(crate) fn create_cq(qid: u16, depth: u16, dma: u64, vector: Option<u16>) -> Self {
         let mut c = Self::new(admin_opcode::CREATE_CQ, 0);
         c.prp1 = dma.to_le();
-        c.cdw10 = (u32::from(qid) | u32::from(depth - 1) << 16).to_le();
+        c.cdw10 = Self::queue_id_and_size(qid, depth);
         c.cdw11 = match vector {
             Some(v) => QUEUE_PHYS_CONTIG | CQ_IRQ_ENABLED | u32::from(v) << 16,
             None => QUEUE_PHYS_CONTIG,
@@ -153,7 +162,7 @@ impl Command {
     pub(crate) fn create_sq(qid: u16, depth: u16, dma: u64) -> Self {
         let mut c = Self::new(admin_opcode::CREATE_SQ, 0);
         c.prp1 = dma.to_le();
-        c.cdw10 = (u32::from(qid) | u32::from(depth - 1) << 16).to_le();
+        c.cdw10 = Self::queue_id_and_size(qid, depth);
         c.cdw11 = (QUEUE_PHYS_CONTIG | u32::from(qid) << 16).to_le();
         c
     }
@@ -186,6 +195,18 @@ pub(crate) struct Completion {
     pub(crate) command_id: u16,
     /// Status field; bit 0 is the phase tag.
     pub(crate) status: u16,
+}
+
+impl Completion {
+    /// The command identifier, in CPU byte order.
+    pub(crate) fn cid(&self) -> u16 {
+        u16::from_le(self.command_id)
+    }
+
+    /// The status of the command.
+    pub(crate) fn status(&self) -> Status {
+        Status::of(u16::from_le(self.status))
+    }
 }
 
 // SAFETY: `Completion` is `repr(C)` plain integers without padding: any bit pattern is valid.

@@ -71,6 +71,17 @@ fn alloc_instance() -> Result<u32> {
     }
 }
 
+/// The name of controller `instance`, "nvma<instance>": the prefix of its disks, interrupts
+/// and debugfs directory, distinct from the stock driver's "nvme<N>".
+#[derive(Clone, Copy)]
+struct CtrlName(u32);
+
+impl kernel::fmt::Display for CtrlName {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        write!(f, "nvma{}", self.0)
+    }
+}
+
 fn free_instance(instance: u32) {
     let mut used = INSTANCES.load(Relaxed);
     while let Err(now) = INSTANCES.cmpxchg(used, used & !(1 << instance), Relaxed) {
@@ -144,29 +155,38 @@ impl<'b> Shared<'b> {
         Ok(())
     }
 
-    /// Waits for CSTS.RDY to become `ready`, up to CAP.TO.
-    fn wait_ready(&self, ready: bool) -> Result {
+    /// Polls CSTS every millisecond until `done` accepts it (`Ok(true)`), the device is gone
+    /// (`ENODEV`) or `timeout_ms` have passed (`Ok(false)`).
+    fn poll_csts(&self, timeout_ms: u32, done: impl Fn(regs::CSTS) -> bool) -> Result<bool> {
         let start = Instant::<Monotonic>::now();
         loop {
             let csts = self.csts();
             if csts == regs::DEVICE_GONE {
                 return Err(ENODEV);
             }
-            if regs::CSTS::from(csts).rdy() == ready {
-                return Ok(());
+            if done(regs::CSTS::from(csts)) {
+                return Ok(true);
             }
-            if start.elapsed() > Delta::from_millis(self.ready_timeout_ms.into()) {
-                dev_err!(
-                    self.dev(),
-                    "controller not {} after {} ms (CSTS {:#x})\n",
-                    if ready { "ready" } else { "disabled" },
-                    self.ready_timeout_ms,
-                    csts
-                );
-                return Err(ENODEV);
+            if start.elapsed() > Delta::from_millis(timeout_ms.into()) {
+                return Ok(false);
             }
             fsleep(Delta::from_millis(1));
         }
+    }
+
+    /// Waits for CSTS.RDY to become `ready`, up to CAP.TO.
+    fn wait_ready(&self, ready: bool) -> Result {
+        if self.poll_csts(self.ready_timeout_ms, |c| c.rdy() == ready)? {
+            return Ok(());
+        }
+        dev_err!(
+            self.dev(),
+            "controller not {} after {} ms (CSTS {:#x})\n",
+            if ready { "ready" } else { "disabled" },
+            self.ready_timeout_ms,
+            self.csts()
+        );
+        Err(ENODEV)
     }
 
     /// CC.EN = 0 and wait for CSTS.RDY = 0: the controller drops every queue and command.
@@ -180,25 +200,15 @@ impl<'b> Shared<'b> {
     fn shutdown(&self, timeout_ms: u32) -> Result {
         self.bar
             .update(regs::CC, |cc| cc.with_const_shn::<{ regs::SHN_NORMAL }>());
-        let start = Instant::<Monotonic>::now();
-        loop {
-            let csts = self.csts();
-            if csts == regs::DEVICE_GONE {
-                return Err(ENODEV);
-            }
-            if regs::CSTS::from(csts).shst() == regs::SHST_COMPLETE {
-                return Ok(());
-            }
-            if start.elapsed() > Delta::from_millis(timeout_ms.into()) {
-                dev_warn!(
-                    self.dev(),
-                    "shutdown did not complete within {} ms\n",
-                    timeout_ms
-                );
-                return Err(ETIMEDOUT);
-            }
-            fsleep(Delta::from_millis(1));
+        if self.poll_csts(timeout_ms, |c| c.shst() == regs::SHST_COMPLETE)? {
+            return Ok(());
         }
+        dev_warn!(
+            self.dev(),
+            "shutdown did not complete within {} ms\n",
+            timeout_ms
+        );
+        Err(ETIMEDOUT)
     }
 
     /// Disables the controller, points it at the admin queue and enables it again.
@@ -363,7 +373,13 @@ pub(crate) struct Core<'b> {
 
 /// Name of controller `instance`'s interrupt for queue `qid`, as /proc/interrupts shows it.
 fn irq_name(instance: u32, qid: u16) -> Result<CString> {
-    CString::try_from_fmt(fmt!("nvma{}q{}", instance, qid))
+    CString::try_from_fmt(fmt!("{}q{}", CtrlName(instance), qid))
+}
+
+/// The MSI-X vector of I/O queue `qid`: queue N has vector N; poll queues (after the
+/// `irq_queues` interrupt-driven ones) have none.
+fn queue_vector(qid: u16, irq_queues: u32) -> Option<u16> {
+    (u32::from(qid) <= irq_queues).then_some(qid)
 }
 
 /// Turns an admin command's NVMe error status into an errno, logging what failed.
@@ -450,13 +466,19 @@ impl<'b> Core<'b> {
         });
         shared.enable(&admin)?;
 
+        // Vector 0 serves the admin queue.
+        let request_admin_line = |vectors: &IrqVectors<'_>| -> Result {
+            // SAFETY: `admin` is pinned and outlives the line: the line is replaced, or
+            // dropped with the admin queue (`set_line` keeps it inside).
+            let line = unsafe {
+                IrqLine::request(vectors.irq(0)?, irq_name(instance, 0)?, &*admin, false)?
+            };
+            admin.set_line(Some(line));
+            Ok(())
+        };
         // One vector for the admin queue until we know how many I/O queues we get.
         let vectors = IrqVectors::alloc(pdev, 1, 1, false)?;
-        // SAFETY: `admin` is pinned and outlives the line: the line is replaced below, or
-        // dropped with the admin queue (`set_line` keeps it inside).
-        admin.set_line(Some(unsafe {
-            IrqLine::request(vectors.irq(0)?, irq_name(instance, 0)?, &*admin, false)?
-        }));
+        request_admin_line(&vectors)?;
 
         let id = admin_ok(
             dev,
@@ -489,15 +511,12 @@ impl<'b> Core<'b> {
             )
         })?;
         let irq_queues = vectors.count() - 1;
-        // SAFETY: as above.
-        admin.set_line(Some(unsafe {
-            IrqLine::request(vectors.irq(0)?, irq_name(instance, 0)?, &*admin, false)?
-        }));
+        request_admin_line(&vectors)?;
 
         let mut queues = KVec::with_capacity((irq_queues + poll_queues) as usize, GFP_KERNEL)?;
         for qid in 1..=(irq_queues + poll_queues) as u16 {
             let q = KBox::pin_init(IoQueue::new(shared.clone(), qid, depth), GFP_KERNEL)?;
-            let vector = (u32::from(qid) <= irq_queues).then_some(qid);
+            let vector = queue_vector(qid, irq_queues);
             q.stats.has_vector.set(vector.is_some().into());
             create_io_queue(&admin, &q, vector)?;
             if let Some(v) = vector {
@@ -528,7 +547,7 @@ impl<'b> Core<'b> {
         // SAFETY: `io` is boxed (stable address) and the core drops the tag set before it.
         let tagset = KBox::pin_init(unsafe { TagSet::new(&*io, config) }, GFP_KERNEL)?;
 
-        let name = CString::try_from_fmt(fmt!("nvma{}", instance))?;
+        let name = CString::try_from_fmt(fmt!("{}", CtrlName(instance)))?;
         dev_info!(
             dev,
             "{}: {} ({:04x}), {} I/O queues + {} poll queues of depth {}, {} namespaces\n",
@@ -620,13 +639,18 @@ impl<'b> Core<'b> {
         }
     }
 
-    /// Stops every path into the device: no `queue_rq`, no polling, controller disabled, and
-    /// completions it posted before that reaped.
-    fn quiesce_and_disable(&self) {
+    /// No new `queue_rq`, no polling: every queue on its (unmasked) vector.
+    fn stop_io(&self) {
         self.tagset.quiesce();
         for q in self.io.queues.iter() {
             q.stop_polling();
         }
+    }
+
+    /// Stops every path into the device: no `queue_rq`, no polling, controller disabled, and
+    /// completions it posted before that reaped.
+    fn quiesce_and_disable(&self) {
+        self.stop_io();
         let _ = self.shared.disable();
         self.reap_all();
     }
@@ -669,7 +693,7 @@ impl<'b> Core<'b> {
             return Err(ENODEV);
         }
         for q in self.io.queues.iter() {
-            let vector = (u32::from(q.q.qid) <= self.io.irq_queues).then_some(q.q.qid);
+            let vector = queue_vector(q.q.qid, self.io.irq_queues);
             create_io_queue(&self.admin, q, vector)?;
             q.resume_polling();
         }
@@ -699,10 +723,7 @@ impl<'b> Core<'b> {
     /// on the device.
     /// Returns whether the controller completed the shutdown notification.
     fn disable_io(&self) -> bool {
-        self.tagset.quiesce();
-        for q in self.io.queues.iter() {
-            q.stop_polling();
-        }
+        self.stop_io();
         let mut shut_down = false;
         if !self.shared.is_dead() && self.shared.check_alive().is_ok() {
             // Submission queues first: a CQ can only be deleted once no SQ uses it.
@@ -724,7 +745,7 @@ impl<'b> Core<'b> {
     /// still guards against a stuck command), then the watchdog, then the queues.
     fn remove(&self, health: &HealthWork) {
         let dev = self.shared.dev();
-        let pdev = crate::irq::raw_pdev(self.shared.pdev);
+        let pdev = crate::raw::pdev(self.shared.pdev);
         // SAFETY: `pdev` is a bound PCI device.
         let present = unsafe { bindings::pci_device_is_present(pdev) };
         if !present {
@@ -883,7 +904,7 @@ fn scan_namespaces<'b>(
                 tagset,
                 lim,
                 &*info,
-                fmt!("nvma{}n{}", shared.instance, nsid),
+                fmt!("{}n{}", CtrlName(shared.instance), nsid),
                 sectors,
                 ns.read_only,
                 dev,
@@ -1009,7 +1030,7 @@ impl<'b> Controller<'b> {
         self.health.stop();
         if self.core.disable_io() {
             let shared = &self.core.shared;
-            dev_info!(shared.dev(), "nvma{}: shut down\n", shared.instance);
+            dev_info!(shared.dev(), "{}: shut down\n", CtrlName(shared.instance));
         }
     }
 }
@@ -1025,8 +1046,8 @@ impl Drop for Controller<'_> {
 fn disable_device(pdev: &pci::Device<Bound>) {
     // SAFETY: `pdev` is bound; the driver no longer uses the device.
     unsafe {
-        bindings::pci_clear_master(crate::irq::raw_pdev(pdev));
-        bindings::pci_disable_device(crate::irq::raw_pdev(pdev));
+        bindings::pci_clear_master(crate::raw::pdev(pdev));
+        bindings::pci_disable_device(crate::raw::pdev(pdev));
     }
 }
 

@@ -73,9 +73,7 @@ impl DmaPool {
         let pool = unsafe {
             bindings::dma_pool_create_node(
                 name.as_char_ptr(),
-                core::ptr::from_ref(dev)
-                    .cast::<bindings::device>()
-                    .cast_mut(),
+                crate::raw::dev(dev),
                 size,
                 size,
                 0,
@@ -158,12 +156,6 @@ impl Default for DataMapping {
 /// `DMA_MAPPING_ERROR` (a C macro with a cast).
 const DMA_MAPPING_ERROR: u64 = !0;
 
-fn raw_dev(dev: &device::Device) -> *mut bindings::device {
-    core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut()
-}
-
 impl DataMapping {
     fn table(&mut self) -> *mut bindings::scatterlist {
         match &mut self.sg {
@@ -192,7 +184,7 @@ impl DataMapping {
             // pinned by the block layer until the request ends.
             let addr = unsafe {
                 bindings::dma_map_page_attrs(
-                    raw_dev(dev),
+                    crate::raw::dev(dev),
                     page,
                     offset as usize,
                     len as usize,
@@ -211,17 +203,13 @@ impl DataMapping {
             return Err(EIO);
         }
         if segments > INLINE_SEGMENTS {
-            let mut v = KVec::with_capacity(segments, GFP_ATOMIC)?;
-            for _ in 0..segments {
-                v.push(pin_init::zeroed(), GFP_ATOMIC)?;
-            }
-            self.sg = SgStorage::Heap(v);
+            self.sg = SgStorage::Heap(KVec::from_elem(pin_init::zeroed(), segments, GFP_ATOMIC)?);
         }
         let table = self.table();
         // SAFETY: `table` has room for `segments` entries.
         unsafe { bindings::sg_init_table(table, segments as u32) };
         let entries = rq.map_sg(table);
-        let dev = raw_dev(dev);
+        let dev = crate::raw::dev(dev);
         // SAFETY: `table` holds `entries` initialised entries; `dev` is the bound device.
         let mapped = unsafe { bindings::dma_map_sg_attrs(dev, table, entries as i32, self.dir, 0) };
         if mapped == 0 {
@@ -257,14 +245,26 @@ impl DataMapping {
             Mapped::Single { addr, len } => {
                 // SAFETY: mapped with these arguments in `map`.
                 unsafe {
-                    bindings::dma_unmap_page_attrs(raw_dev(dev), addr, len as usize, self.dir, 0)
+                    bindings::dma_unmap_page_attrs(
+                        crate::raw::dev(dev),
+                        addr,
+                        len as usize,
+                        self.dir,
+                        0,
+                    )
                 };
             }
             Mapped::List { entries, .. } => {
                 let table = self.table();
                 // SAFETY: `table` was mapped with these arguments in `map`.
                 unsafe {
-                    bindings::dma_unmap_sg_attrs(raw_dev(dev), table, entries as i32, self.dir, 0)
+                    bindings::dma_unmap_sg_attrs(
+                        crate::raw::dev(dev),
+                        table,
+                        entries as i32,
+                        self.dir,
+                        0,
+                    )
                 };
                 if matches!(self.sg, SgStorage::Heap(_)) {
                     self.sg = SgStorage::Inline(pin_init::zeroed());
@@ -311,9 +311,7 @@ impl Iterator for Segments<'_> {
 /// Lets swiotlb bounce buffers keep each buffer's offset within its 4 KiB page, as PRPs need
 /// (`dma_set_min_align_mask`, a static inline in C).
 pub(crate) fn set_min_align_mask(dev: &device::Device<device::Bound>, mask: u32) {
-    let raw = core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut();
+    let raw = crate::raw::dev(dev);
     // SAFETY: `raw` is a live, bound device; PCI devices always have `dma_parms`.
     unsafe {
         let parms = (*raw).dma_parms;

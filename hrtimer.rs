@@ -18,12 +18,7 @@
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{bindings, prelude::*, types::Opaque};
 
-use crate::{
-    blk::CompletionBatch,
-    params,
-    policy::{Action, Ending},
-    queue::IoQueue,
-};
+use crate::{blk::CompletionBatch, params, policy::Action, queue::IoQueue};
 
 /// What a [`PollTimer`] calls when it expires (in hard-IRQ context, softirq on PREEMPT_RT).
 pub(crate) trait Expiry: Sync {
@@ -116,18 +111,12 @@ impl IoQueue<'_> {
         let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
         stats.count_expiry(reaped);
-        let action = if cq.extra.stopping {
-            cq.extra.policy.abort_polling();
-            Action::StopPolling {
-                ending: Ending::Disabled,
-            }
-        } else {
-            let now = self.now_ns();
-            let inflight = self.inflight(&cq);
-            cq.extra
-                .policy
-                .on_timer(now, reaped, inflight, &params::policy())
-        };
+        let mut params = params::policy();
+        // Teardown ends the episode the way switching adaptive polling off does.
+        params.enabled &= !cq.extra.stopping;
+        let now = self.now_ns();
+        let inflight = self.inflight(&cq);
+        let action = cq.extra.policy.on_timer(now, reaped, inflight, &params);
         self.publish(&cq.extra.policy);
         match action {
             Action::Rearm { wait_ns } => self.timer.start(wait_ns),
@@ -154,7 +143,10 @@ impl IoQueue<'_> {
         self.q.lock_cq().extra.stopping = true;
         // Waits for a running expiry; a pending one is removed and never runs.
         self.timer.cancel();
-        let was_polling = self.q.lock_cq().extra.policy.abort_polling();
+        let mut cq = self.q.lock_cq();
+        let was_polling = cq.extra.policy.abort_polling();
+        self.publish(&cq.extra.policy);
+        drop(cq);
         if was_polling {
             self.stats.masked.set(0);
             self.stats.ended_disabled.add(1);
@@ -162,7 +154,6 @@ impl IoQueue<'_> {
                 line.unmask();
             }
         }
-        self.publish(&self.q.lock_cq().extra.policy);
         if let Some(line) = self.irq.as_ref() {
             line.synchronize();
         }

@@ -14,7 +14,13 @@ use kernel::{
     str::CString,
 };
 
-use crate::{blk::CompletionBatch, params, policy::Action, queue::IoQueue};
+use crate::{
+    blk::CompletionBatch,
+    params,
+    policy::{self, Action},
+    queue::IoQueue,
+    raw,
+};
 
 /// The MSI-X vectors of a device. Vector 0 serves the admin queue; when `spread`, the others
 /// are spread over the CPUs by the IRQ core (managed affinity), one per I/O queue.
@@ -45,7 +51,7 @@ impl<'b> IrqVectors<'b> {
         };
         // SAFETY: `pdev` is bound; `affd` is null or points to a valid `irq_affinity`.
         let n = unsafe {
-            bindings::pci_alloc_irq_vectors_affinity(raw_pdev(pdev), min, max, flags, affd)
+            bindings::pci_alloc_irq_vectors_affinity(raw::pdev(pdev), min, max, flags, affd)
         };
         to_result(n.min(0))?;
         Ok(Self {
@@ -64,7 +70,7 @@ impl<'b> IrqVectors<'b> {
             return Err(EINVAL);
         }
         // SAFETY: the vectors are allocated and `index` is in range.
-        let irq = unsafe { bindings::pci_irq_vector(raw_pdev(self.pdev), index) };
+        let irq = unsafe { bindings::pci_irq_vector(raw::pdev(self.pdev), index) };
         to_result(irq.min(0))?;
         Ok(irq as u32)
     }
@@ -74,15 +80,8 @@ impl Drop for IrqVectors<'_> {
     fn drop(&mut self) {
         // SAFETY: allocated in `alloc`; every `IrqLine` on them was freed first (they are owned
         // by queues that the controller drops before its vectors).
-        unsafe { bindings::pci_free_irq_vectors(raw_pdev(self.pdev)) };
+        unsafe { bindings::pci_free_irq_vectors(raw::pdev(self.pdev)) };
     }
-}
-
-pub(crate) fn raw_pdev(pdev: &pci::Device<Bound>) -> *mut bindings::pci_dev {
-    // `pci::Device` is a transparent wrapper of `struct pci_dev`.
-    core::ptr::from_ref(pdev)
-        .cast::<bindings::pci_dev>()
-        .cast_mut()
 }
 
 /// Something that handles a hard interrupt.
@@ -197,11 +196,12 @@ impl Handler for IoQueue<'_> {
         let reaped = self.reap(&mut cq, &mut batch);
         let stats = &self.stats;
         stats.count_irq(reaped);
-        let params = params::policy();
-        // With adaptive polling off this is the plain interrupt path: no clock, no policy.
-        if cq.extra.stopping || !params.enabled {
+        // With adaptive polling off this is the plain interrupt path: one parameter load, no
+        // clock, no policy.
+        if cq.extra.stopping || params::get(policy::param::ADAPTIVE) == 0 {
             return reaped > 0;
         }
+        let params = params::policy();
         let now = self.now_ns();
         let inflight = self.inflight(&cq);
         let action = cq.extra.policy.on_irq(now, reaped, inflight, &params);

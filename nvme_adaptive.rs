@@ -33,6 +33,7 @@ mod params;
 mod policy;
 mod prp;
 mod queue;
+mod raw;
 mod regs;
 mod stats;
 

@@ -259,10 +259,9 @@ pub(crate) struct Policy {
     backoff_until: u64,
 }
 
-impl Default for Policy {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Completions per second for a mean gap of `gap_ns` between them (0 for no estimate).
+pub(crate) fn rate_per_sec(gap_ns: u64) -> u64 {
+    1_000_000_000u64.checked_div(gap_ns).unwrap_or(0)
 }
 
 impl Policy {
@@ -289,13 +288,9 @@ impl Policy {
         self.stage
     }
 
-    /// Estimated completion rate in completions per second (0 before the first sample).
-    pub(crate) fn rate_per_sec(&self) -> u64 {
-        if self.gap_ns == 0 {
-            0
-        } else {
-            1_000_000_000 / self.gap_ns.max(1)
-        }
+    /// Estimated time between two completions (0 before the first sample).
+    pub(crate) fn gap_ns(&self) -> u64 {
+        self.gap_ns
     }
 
     /// The last wait asked of the poll timer.

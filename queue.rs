@@ -150,19 +150,19 @@ impl<'b, X: Unpin + 'b> Queue<'b, X> {
         count();
         // The index is below `depth` by construction.
         let _ = self.write_sqe(sq.tail, cmd);
-        sq.tail = if sq.tail + 1 == self.depth {
-            0
-        } else {
-            sq.tail + 1
-        };
+        sq.tail = self.next_slot(sq.tail);
         // A whole ring of entries not yet announced would look empty to the device.
-        let next = if sq.tail + 1 == self.depth {
+        if ring || self.next_slot(sq.tail) == sq.rung {
+            self.ring_sq(&mut sq);
+        }
+    }
+
+    /// The ring slot after `index`, wrapping at the queue depth.
+    fn next_slot(&self, index: u16) -> u16 {
+        if index + 1 == self.depth {
             0
         } else {
-            sq.tail + 1
-        };
-        if ring || next == sq.rung {
-            self.ring_sq(&mut sq);
+            index + 1
         }
     }
 
@@ -221,9 +221,8 @@ impl<'b, X: Unpin + 'b> Queue<'b, X> {
             if let Ok(cqe) = self.cqe(cq.head) {
                 f(&mut cq.extra, &cqe);
             }
-            cq.head += 1;
-            if cq.head == self.depth {
-                cq.head = 0;
+            cq.head = self.next_slot(cq.head);
+            if cq.head == 0 {
                 cq.phase ^= 1;
             }
             n += 1;
@@ -337,7 +336,7 @@ impl<'b> IoQueue<'b> {
     /// Shows the policy's state in the statistics.
     pub(crate) fn publish(&self, policy: &Policy) {
         self.stats.set_stage(policy.stage());
-        self.stats.rate.set(policy.rate_per_sec());
+        self.stats.gap_ns.set(policy.gap_ns());
         self.stats.wait_ns.set(policy.wait_ns());
         self.stats.backoff_ns.set(policy.backoff_ns());
         self.stats.failures.set(policy.failures().into());
@@ -471,7 +470,7 @@ impl<'b> IoQueue<'b> {
     }
 
     fn complete_cqe(&self, cqe: &Completion, batch: &mut CompletionBatch<NvmeOps<'b>>) {
-        let cid = u16::from_le(cqe.command_id);
+        let cid = cqe.cid();
         let generation = command_id::generation(cid);
         // SAFETY: completions of this queue are only handled under its CQ lock, which we hold;
         // a request whose current generation matches the completion is on the device (the
@@ -495,7 +494,7 @@ impl<'b> IoQueue<'b> {
         };
         let iod = rq.pdu_mut();
         iod.generation = command_id::next_generation(iod.generation);
-        iod.status = Status::of(u16::from_le(cqe.status));
+        iod.status = cqe.status();
         let success = iod.status.is_success();
         if rq.should_fake_timeout() {
             // Fault injection: the completion is lost; the watchdog will find it timed out.
@@ -530,7 +529,7 @@ impl<'b> IoQueue<'b> {
             && !self.shared().is_dead()
         {
             iod.retries += 1;
-            self.stats.retries.add(1);
+            self.stats.retries.add_concurrent(1);
             rq.requeue(0);
             return;
         }

@@ -50,7 +50,7 @@ fn dense_queue_starts_polling_with_a_wait_sized_for_one_batch() {
     let (action, _) = sample(&mut pol, 0, 4 * US, 4, 32);
     assert_eq!(action, Action::StartPolling { wait_ns: 8 * US });
     assert_eq!(pol.stage(), Stage::Poll);
-    assert_eq!(pol.rate_per_sec(), 1_000_000);
+    assert_eq!(rate_per_sec(pol.gap_ns()), 1_000_000);
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn sample_waits_for_sample_size_completions() {
     for i in 1..=3 {
         assert_eq!(pol.on_irq(i * 4 * US, 4, 32, &p), Action::Stay);
     }
-    assert_eq!(pol.rate_per_sec(), 0, "no estimate before the sample is complete");
+    assert_eq!(rate_per_sec(pol.gap_ns()), 0, "no estimate before the sample is complete");
     assert!(matches!(pol.on_irq(16 * US, 4, 32, &p), Action::StartPolling { .. }));
 }
 
@@ -73,7 +73,7 @@ fn sparse_queue_stays_on_interrupts() {
     let (action, _) = sample(&mut pol, 0, 50 * US, 1, 32);
     assert_eq!(action, Action::Stay);
     assert_eq!(pol.stage(), Stage::Sample);
-    assert_eq!(pol.rate_per_sec(), 20_000);
+    assert_eq!(rate_per_sec(pol.gap_ns()), 20_000);
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn interrupts_that_already_reap_a_batch_each_stay_on() {
     let (action, _) = sample(&mut pol, 0, 8 * US, 8, 64);
     assert_eq!(action, Action::Stay);
     assert_eq!(pol.stage(), Stage::Sample);
-    assert_eq!(pol.rate_per_sec(), 1_000_000);
+    assert_eq!(rate_per_sec(pol.gap_ns()), 1_000_000);
     // One fewer per interrupt and the same rate: polling pays.
     let mut pol = Policy::new();
     let (action, _) = sample(&mut pol, 0, 7 * US, 7, 64);
