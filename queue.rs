@@ -1,331 +1,731 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs: the submission ring, and the completion ring with the drain shared by every
-//! path that reaps completions (the interrupt handler, the poll timer, blk-mq polling, the
-//! watchdog and teardown); and the I/O queue that turns block requests into NVMe commands and
-//! completions back into ended requests.
+//! Queue pairs: the submission ring and its doorbell (or shadow doorbell), the completion ring
+//! and the drain every completion path shares (the interrupt handler, the poll timer, blk-mq
+//! polling, the timeout handler and teardown), and the I/O path between blk-mq requests and
+//! NVMe commands.
+//!
+//! The interrupt handler and the poll timer of an I/O queue live in `irq.rs` and `hrtimer.rs`.
 
 use kernel::{
-    bindings,
+    device::{Bound, Device},
     dma::Coherent,
     interrupt::LocalInterruptDisabled,
-    io::{io_project, io_read, Io},
+    io::{io_project, io_read, io_write, Io},
     new_spinlock, new_spinlock_irq,
     prelude::*,
+    str::CString,
     sync::{
         atomic::{Atomic, Relaxed},
-        barrier::{dma_mb, Read},
+        barrier::{dma_mb, mb, Full, Read, Write},
         lock::{
-            spinlock::{SpinLockGuard, SpinLockIrqBackend},
+            spinlock::{SpinLockBackend, SpinLockIrqBackend},
             Guard,
         },
-        Arc, SetOnce, SpinLock, SpinLockIrq,
+        Arc, SpinLock, SpinLockIrq,
     },
     time::{Instant, Monotonic},
 };
 
 use crate::{
-    blk::{CompletionBatch, Op, QueueTags, Rejected, Request, RequestView},
-    cmd::{blk_status, command_id, Command, Completion, DsmRange, Status},
-    ctrl::{NsInfo, NvmeOps, Shared},
-    dma::{DataMapping, DmaPage},
-    hrtimer::PollTimer,
-    irq::IrqLine,
+    cmd::{opcode, Command, Completion},
+    mapping::{self, Iod, Pools},
     policy::Policy,
-    prp,
-    regs::DOORBELL_BASE,
+    regs::Doorbells,
     stats::QueueStats,
+    sys::{
+        blk::{Batch, LocalRqList, Request, Status, Tags},
+        dma::Unbindable,
+        hrtimer::PollTimer,
+        irq::{Irq, LineSlot},
+        nvme::{self, Ctrl},
+        pci::{Function, Regs},
+        sync::Waiter,
+    },
 };
 
-/// Retries of a failed command the device did not mark "do not retry", and of commands
-/// cancelled by a controller reset (the C driver's `max_retries` default).
-const MAX_RETRIES: u8 = 5;
-
-/// Head and phase of a completion ring, plus what the queue keeps under the same lock.
-pub(crate) struct CqState<X> {
-    head: u16,
-    phase: u16,
-    pub(crate) extra: X,
+/// What the controller's queues share: nvme-core's controller, the PCI function, its
+/// registers and DMA pools (both gone once the driver unbinds), and what Identify told about
+/// SGL support.
+pub(crate) struct Hw {
+    pub(crate) core: Ctrl,
+    pub(crate) pci: Function,
+    pub(crate) regs: Regs,
+    pub(crate) pools: Unbindable<Pools>,
+    sgl: Atomic<bool>,
+    meta_sgl: Atomic<bool>,
 }
 
-struct SqState {
-    tail: u16,
-    /// Tail last written to the doorbell.
-    rung: u16,
+impl Hw {
+    pub(crate) fn new(core: Ctrl, pci: Function, regs: Regs, pools: Unbindable<Pools>) -> Self {
+        Self {
+            core,
+            pci,
+            regs,
+            pools,
+            sgl: Atomic::new(false),
+            meta_sgl: Atomic::new(false),
+        }
+    }
+
+    /// Takes SGL support from nvme-core's Identify data (after each identify).
+    pub(crate) fn update_sgl_support(&self) {
+        self.sgl.store(self.core.supports_sgl(), Relaxed);
+        self.meta_sgl.store(self.core.supports_meta_sgl(), Relaxed);
+    }
+
+    pub(crate) fn sgl_supported(&self) -> bool {
+        self.sgl.load(Relaxed)
+    }
+
+    pub(crate) fn meta_sgl_supported(&self) -> bool {
+        self.meta_sgl.load(Relaxed)
+    }
 }
 
-/// The rings of one queue pair and their doorbells.
-///
-/// At most `depth - 1` commands are ever outstanding (blk-mq tags are one fewer than the ring
-/// entries; admin commands are issued one at a time), so neither ring can overflow.
-#[pin_data]
-pub(crate) struct Queue<'b, X> {
-    pub(crate) shared: Arc<Shared<'b>>,
-    pub(crate) qid: u16,
-    depth: u16,
-    sq_ring: Coherent<[Command]>,
-    cq_ring: Coherent<[Completion]>,
-    sq_doorbell: usize,
-    cq_doorbell: usize,
-    #[pin]
-    sq: SpinLock<SqState>,
-    #[pin]
-    cq: SpinLockIrq<CqState<X>>,
+/// Shadow doorbells (Doorbell Buffer Config): the driver writes doorbell values to memory and
+/// writes the register only when the controller's event index asks for it.
+pub(crate) struct ShadowDoorbells {
+    values: Coherent<[u32]>,
+    events: Coherent<[u32]>,
 }
 
-impl<'b, X: Unpin + 'b> Queue<'b, X> {
-    pub(crate) fn new(
-        shared: Arc<Shared<'b>>,
-        qid: u16,
-        depth: u16,
-        extra: X,
-    ) -> impl PinInit<Self, Error> + 'b {
-        pin_init::pin_init_scope(move || {
-            let dev = shared.pdev.as_ref();
-            let sq_ring = Coherent::<Command>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
-            let cq_ring = Coherent::<Completion>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
-            let stride = shared.doorbell_stride;
-            let sq_doorbell = DOORBELL_BASE + 2 * usize::from(qid) * stride;
-            let cq_doorbell = sq_doorbell + stride;
-            if cq_doorbell + 4 > shared.bar.size() {
-                dev_err!(dev, "BAR0 too small for the doorbells of queue {}\n", qid);
-                return Err(ENODEV);
-            }
-            Ok(try_pin_init!(Self {
-                shared,
-                qid,
-                depth,
-                sq_ring,
-                cq_ring,
-                sq_doorbell,
-                cq_doorbell,
-                sq <- new_spinlock!(SqState { tail: 0, rung: 0 }),
-                cq <- new_spinlock_irq!(CqState { head: 0, phase: 1, extra }),
-            }? Error))
+impl ShadowDoorbells {
+    /// Buffers for the doorbells of `queues` queue pairs at doorbell stride `stride`.
+    pub(crate) fn new(dev: &Device<Bound>, queues: u32, stride: u32) -> Result<Self> {
+        let entries = queues as usize * 2 * stride as usize;
+        Ok(Self {
+            values: Coherent::zeroed_slice(dev, entries, GFP_KERNEL)?,
+            events: Coherent::zeroed_slice(dev, entries, GFP_KERNEL)?,
         })
     }
 
-    pub(crate) fn depth(&self) -> u16 {
-        self.depth
-    }
-
-    pub(crate) fn sq_dma(&self) -> u64 {
-        self.sq_ring.dma_address()
-    }
-
-    pub(crate) fn cq_dma(&self) -> u64 {
-        self.cq_ring.dma_address()
-    }
-
-    /// Returns the rings to the state of a newly created queue (the controller was reset, so
-    /// it forgot them). Only while nothing else uses the queue.
-    pub(crate) fn reset(&self) {
-        let mut sq = self.sq.lock();
-        sq.tail = 0;
-        sq.rung = 0;
-        let mut cq = self.cq.lock();
-        cq.head = 0;
-        cq.phase = 1;
-        for i in 0..usize::from(self.depth) {
-            // An old entry with the current phase would look freshly posted.
-            let _ = self.write_cqe_status(i, 0);
+    /// Forgets what a previous controller instance left (before Doorbell Buffer Config again).
+    pub(crate) fn clear(&self) {
+        for i in 0..self.values.len() {
+            let _ = Self::store(&self.values, i, 0);
+            let _ = Self::store(&self.events, i, 0);
         }
     }
 
-    fn write_cqe_status(&self, index: usize, status: u16) -> Result {
-        kernel::io::io_write!(self.cq_ring, [try: index].status, status);
+    /// The buffers' bus addresses, for Doorbell Buffer Config.
+    pub(crate) fn dma(&self) -> (u64, u64) {
+        (self.values.dma_address(), self.events.dma_address())
+    }
+
+    fn load(buf: &Coherent<[u32]>, index: usize) -> Result<u32> {
+        Ok(u32::from_le(io_read!(buf, [try: index])))
+    }
+
+    fn store(buf: &Coherent<[u32]>, index: usize, value: u32) -> Result {
+        io_write!(buf, [try: index], value.to_le());
         Ok(())
     }
 
-    fn write_sqe(&self, index: u16, cmd: &Command) -> Result {
-        io_project!(self.sq_ring, [try: usize::from(index)]).copy_write(*cmd);
-        Ok(())
-    }
-
-    /// Puts `cmd` on the submission ring; rings the doorbell now if `ring`, or later through
-    /// [`Queue::commit`] (one doorbell write for a batch). `count` runs under the SQ lock,
-    /// before the device can see the command.
-    pub(crate) fn submit(&self, cmd: &Command, ring: bool, count: impl FnOnce()) {
-        let mut sq = self.sq.lock();
-        count();
-        // The index is below `depth` by construction.
-        let _ = self.write_sqe(sq.tail, cmd);
-        sq.tail = self.next_slot(sq.tail);
-        // A whole ring of entries not yet announced would look empty to the device.
-        if ring || self.next_slot(sq.tail) == sq.rung {
-            self.ring_sq(&mut sq);
+    /// Records doorbell `index`'s new `value`; true when the register must be written too
+    /// (the controller's event index lies between the old and the new value).
+    fn update(&self, index: usize, value: u16) -> bool {
+        // The queue entries are visible before the doorbell value.
+        mb(Write);
+        let old = Self::load(&self.values, index).unwrap_or(0) as u16;
+        if Self::store(&self.values, index, value.into()).is_err() {
+            return true;
         }
-    }
-
-    /// The ring slot after `index`, wrapping at the queue depth.
-    fn next_slot(&self, index: u16) -> u16 {
-        if index + 1 == self.depth {
-            0
-        } else {
-            index + 1
-        }
-    }
-
-    fn ring_sq(&self, sq: &mut SqState) {
-        // The doorbell offset was checked against the BAR size in `new`; `write32` orders the
-        // entry written above before the doorbell.
-        let _ = self
-            .shared
-            .bar
-            .try_write32(sq.tail.into(), self.sq_doorbell);
-        sq.rung = sq.tail;
-    }
-
-    /// Rings the doorbell for commands submitted without it.
-    pub(crate) fn commit(&self) {
-        let mut sq = self.sq.lock();
-        if sq.tail != sq.rung {
-            self.ring_sq(&mut sq);
-        }
-    }
-
-    /// Takes the CQ lock from process context (local interrupts off while held).
-    pub(crate) fn lock_cq(&self) -> Guard<'_, CqState<X>, SpinLockIrqBackend> {
-        self.cq.lock()
-    }
-
-    /// Takes the CQ lock where interrupts are already off (hard IRQ, hard hrtimer).
-    pub(crate) fn lock_cq_in_irq<'a>(
-        &'a self,
-        irqs_off: &'a LocalInterruptDisabled,
-    ) -> SpinLockGuard<'a, CqState<X>> {
-        self.cq.lock_with(irqs_off)
-    }
-
-    fn cqe_status(&self, head: u16) -> Result<u16> {
-        Ok(io_read!(self.cq_ring, [try: usize::from(head)].status))
-    }
-
-    fn cqe(&self, head: u16) -> Result<Completion> {
-        Ok(io_project!(self.cq_ring, [try: usize::from(head)]).copy_read())
-    }
-
-    /// Whether the device has posted a completion not yet reaped.
-    pub(crate) fn pending(&self, cq: &CqState<X>) -> bool {
-        self.cqe_status(cq.head)
-            .is_ok_and(|s| u16::from_le(s) & 1 == cq.phase)
-    }
-
-    /// Reaps every completion the device has posted, in order, calling `f` for each, then
-    /// writes the CQ head doorbell once. Returns the number reaped.
-    pub(crate) fn drain(&self, cq: &mut CqState<X>, mut f: impl FnMut(&mut X, &Completion)) -> u32 {
-        let mut n = 0;
-        while self.pending(cq) {
-            // The phase tag is read before the rest of the entry.
-            dma_mb(Read);
-            if let Ok(cqe) = self.cqe(cq.head) {
-                f(&mut cq.extra, &cqe);
-            }
-            cq.head = self.next_slot(cq.head);
-            if cq.head == 0 {
-                cq.phase ^= 1;
-            }
-            n += 1;
-        }
-        if n > 0 {
-            // The doorbell offset was checked against the BAR size in `new`.
-            let _ = self
-                .shared
-                .bar
-                .try_write32(cq.head.into(), self.cq_doorbell);
-        }
-        n
+        // The doorbell value is visible before the event index is read; the controller orders
+        // its side the same way.
+        mb(Full);
+        let event = Self::load(&self.events, index).unwrap_or(0) as u16;
+        value.wrapping_sub(event).wrapping_sub(1) < value.wrapping_sub(old)
     }
 }
 
-/// What an I/O queue keeps under its CQ lock.
-pub(crate) struct IoCq {
+/// A queue's slot in the shadow doorbell buffers.
+struct Shadow {
+    buffers: Arc<ShadowDoorbells>,
+    index: usize,
+}
+
+struct Sq {
+    ring: Option<Coherent<[Command]>>,
+    /// Ring entries per command: 2 for controllers with 128-byte entries.
+    slots_per_entry: usize,
+    depth: u16,
+    tail: u16,
+    /// Tail last announced to the controller.
+    last_tail: u16,
+    doorbell: usize,
+    shadow: Option<Shadow>,
+}
+
+/// Adaptive polling's state, kept under the CQ lock.
+pub(crate) struct Adaptive {
     pub(crate) policy: Policy,
-    /// Completions reaped so far (with `stats.submitted`, the number in flight).
+    /// Completions reaped (with the submissions counted in the statistics, the commands in
+    /// flight), counted from the queue's creation.
     completed: u64,
     /// Teardown or reset has begun: no new poll episode may start.
     pub(crate) stopping: bool,
 }
 
-/// Per-request driver data (the blk-mq PDU).
-pub(crate) struct Iod {
-    /// Generation of the command identifier the request's tag uses next.
-    generation: u8,
-    retries: u8,
-    status: Status,
-    /// `jiffies` when the command went to the device (read by the watchdog).
-    pub(crate) submitted: Atomic<u64>,
-    mapping: DataMapping,
-    /// PRP list or discard range page.
-    page: Option<DmaPage>,
+pub(crate) struct Cq {
+    ring: Option<Coherent<[Completion]>>,
+    depth: u16,
+    head: u16,
+    phase: u16,
+    doorbell: usize,
+    shadow: Option<Shadow>,
+    pub(crate) adaptive: Adaptive,
 }
 
-impl Default for Iod {
-    fn default() -> Self {
-        Self {
-            generation: 0,
-            retries: 0,
-            status: Status(0),
-            submitted: Atomic::new(0),
-            mapping: DataMapping::default(),
-            page: None,
-        }
-    }
-}
-
-/// The current `jiffies`.
-pub(crate) fn jiffies() -> u64 {
-    // SAFETY: `jiffies` is a kernel global updated by the timer tick; a volatile read of an
-    // aligned word is what the C `jiffies` macro does.
-    unsafe { core::ptr::read_volatile(&raw const bindings::jiffies) as u64 }
-}
-
-/// An I/O queue: a queue pair serving one blk-mq hardware queue, with its interrupt vector
-/// (none for a poll queue) and its adaptive polling state.
-#[pin_data(PinnedDrop)]
-pub(crate) struct IoQueue<'b> {
-    /// Freed first when the queue goes: `free_irq` waits for a running handler.
-    pub(crate) irq: SetOnce<IrqLine>,
+/// A queue pair. The admin queue is queue 0; I/O queues have an interrupt vector of their own
+/// (or share vector 0), or none as poll queues.
+#[pin_data]
+pub(crate) struct Queue {
+    /// First: dropping the queue frees its interrupt (waiting for a running handler) ...
     #[pin]
-    pub(crate) q: Queue<'b, IoCq>,
+    pub(crate) line: LineSlot,
+    /// ... and stops its poll timer before anything either uses goes.
     #[pin]
-    pub(crate) timer: PollTimer<IoQueue<'b>>,
-    pub(crate) tags: QueueTags,
+    pub(crate) timer: PollTimer<Queue>,
+    pub(crate) qid: u16,
+    pub(crate) hw: Arc<Hw>,
+    #[pin]
+    sq: SpinLock<Sq>,
+    #[pin]
+    cq: SpinLockIrq<Cq>,
+    enabled: Atomic<bool>,
+    polled: Atomic<bool>,
+    /// The vector's interrupt when the queue owns it alone (it may then mask it and poll);
+    /// 0 otherwise.
+    own_irq: Atomic<u32>,
+    /// The CQ's MSI-X vector index.
+    vector: Atomic<u32>,
+    pub(crate) tags: Tags,
+    /// Per tag: the timeout handler sent an Abort for the command.
+    aborted: KVec<Atomic<bool>>,
+    #[pin]
+    deleted: Waiter,
+    delete_failed: Atomic<bool>,
+    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock).
+    tail_seen: Atomic<u32>,
     pub(crate) stats: Arc<QueueStats>,
     /// Start of the clock the policy sees.
-    pub(crate) epoch: Instant<Monotonic>,
+    epoch: Instant<Monotonic>,
 }
 
-impl<'b> IoQueue<'b> {
-    pub(crate) fn new(
-        shared: Arc<Shared<'b>>,
-        qid: u16,
-        depth: u16,
-    ) -> impl PinInit<Self, Error> + 'b {
+crate::impl_has_irq_line!(Queue, line);
+crate::impl_has_poll_timer!(Queue, timer);
+
+impl Queue {
+    /// A queue with room for `max_depth` tags; its rings come with [`Queue::alloc_rings`].
+    pub(crate) fn new(qid: u16, hw: Arc<Hw>, max_depth: u16) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             let stats = Arc::new(QueueStats::default(), GFP_KERNEL)?;
-            Ok(try_pin_init!(&this in Self {
-                irq: SetOnce::new(),
-                q <- Queue::new(
-                    shared,
-                    qid,
-                    depth,
-                    IoCq {
+            let mut aborted = KVec::with_capacity(max_depth.into(), GFP_KERNEL)?;
+            for _ in 0..max_depth {
+                aborted.push(Atomic::new(false), GFP_KERNEL)?;
+            }
+            Ok(try_pin_init!(Self {
+                line <- LineSlot::new(),
+                timer <- PollTimer::new(),
+                qid,
+                hw,
+                sq <- new_spinlock!(Sq {
+                    ring: None,
+                    slots_per_entry: 1,
+                    depth: 0,
+                    tail: 0,
+                    last_tail: 0,
+                    doorbell: 0,
+                    shadow: None,
+                }),
+                cq <- new_spinlock_irq!(Cq {
+                    ring: None,
+                    depth: 0,
+                    head: 0,
+                    phase: 1,
+                    doorbell: 0,
+                    shadow: None,
+                    adaptive: Adaptive {
                         policy: Policy::new(),
                         completed: 0,
                         stopping: false,
                     },
-                ),
-                timer <- PollTimer::new(this),
-                tags: QueueTags::new(),
+                }),
+                enabled: Atomic::new(false),
+                polled: Atomic::new(false),
+                own_irq: Atomic::new(0),
+                vector: Atomic::new(0),
+                tags: Tags::none(),
+                aborted,
+                deleted <- Waiter::new(),
+                delete_failed: Atomic::new(false),
+                tail_seen: Atomic::new(0),
                 stats,
                 epoch: Instant::now(),
             }? Error))
         })
     }
 
-    pub(crate) fn shared(&self) -> &Shared<'b> {
-        &self.q.shared
+    /// Allocates the rings for `depth` entries (of 128 bytes with `wide_entries`); a queue
+    /// keeps its rings until [`Queue::free_rings`], whatever depth is asked later.
+    pub(crate) fn alloc_rings(
+        &self,
+        dev: &Device<Bound>,
+        depth: u16,
+        wide_entries: bool,
+    ) -> Result {
+        if self.has_rings() {
+            return Ok(());
+        }
+        let slots = if wide_entries { 2 } else { 1 };
+        let sq_ring =
+            Coherent::<Command>::zeroed_slice(dev, usize::from(depth) * slots, GFP_KERNEL)?;
+        let cq_ring = Coherent::<Completion>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
+        {
+            let mut sq = self.sq.lock();
+            sq.ring = Some(sq_ring);
+            sq.slots_per_entry = slots;
+            sq.depth = depth;
+        }
+        let mut cq = self.cq.lock();
+        cq.ring = Some(cq_ring);
+        cq.depth = depth;
+        Ok(())
+    }
+
+    pub(crate) fn has_rings(&self) -> bool {
+        self.sq.lock().ring.is_some()
+    }
+
+    /// Frees the rings (and the shadow doorbell slots): the controller no longer uses them.
+    pub(crate) fn free_rings(&self) {
+        // Taken out under the locks, freed after them: freeing DMA memory needs interrupts on.
+        let sq = {
+            let mut sq = self.sq.lock();
+            (sq.shadow.take(), sq.ring.take())
+        };
+        let cq = {
+            let mut cq = self.cq.lock();
+            (cq.shadow.take(), cq.ring.take())
+        };
+        drop((sq, cq));
+    }
+
+    pub(crate) fn depth(&self) -> u16 {
+        self.sq.lock().depth
+    }
+
+    /// The rings' bus addresses, for Create I/O CQ/SQ or the admin queue registers.
+    pub(crate) fn ring_dma(&self) -> Option<(u64, u64)> {
+        let sq = self.sq.lock().ring.as_ref().map(Coherent::dma_address)?;
+        let cq = self.cq.lock().ring.as_ref().map(Coherent::dma_address)?;
+        Some((sq, cq))
+    }
+
+    /// Resets the rings for a newly created queue pair (`nvme_init_queue`): the controller
+    /// starts both at 0, with phase 1, and knows the shadow doorbell slots if `shadow`.
+    pub(crate) fn init(&self, stride: u32, shadow: Option<&Arc<ShadowDoorbells>>) {
+        let db = Doorbells::of(self.qid, stride);
+        let slot = |index| {
+            shadow.filter(|_| self.qid != 0).map(|b| Shadow {
+                buffers: b.clone(),
+                index,
+            })
+        };
+        // Old slots are dropped after the locks: the last one frees DMA memory.
+        let old_sq = {
+            let mut sq = self.sq.lock();
+            sq.tail = 0;
+            sq.last_tail = 0;
+            sq.doorbell = db.sq_offset();
+            core::mem::replace(&mut sq.shadow, slot(db.sq_index))
+        };
+        self.tail_seen.store(0, Relaxed);
+        let mut cq = self.cq.lock();
+        cq.head = 0;
+        cq.phase = 1;
+        cq.doorbell = db.cq_offset();
+        let old_cq = core::mem::replace(&mut cq.shadow, slot(db.cq_index));
+        // Nothing is in flight on a new queue pair.
+        cq.adaptive.completed = self.stats.submitted.get();
+        if let Some(ring) = cq.ring.as_ref() {
+            for i in 0..ring.len() {
+                // An old entry with the current phase would look freshly posted.
+                let _ = Self::clear_cqe(ring, i);
+            }
+        }
+        drop(cq);
+        drop((old_sq, old_cq));
+    }
+
+    /// Stops using shadow doorbells (the controller refused them).
+    pub(crate) fn drop_shadow(&self) {
+        let sq = self.sq.lock().shadow.take();
+        let cq = self.cq.lock().shadow.take();
+        drop((sq, cq));
+    }
+
+    fn clear_cqe(ring: &Coherent<[Completion]>, index: usize) -> Result {
+        io_write!(ring, [try: index].status, 0);
+        Ok(())
+    }
+
+    /// Creates the queue pair on the controller: Create I/O CQ (on `vector`, or polled
+    /// without), then Create I/O SQ. Returns the NVMe status of the one that failed, 0 when
+    /// both succeeded.
+    pub(crate) fn create_on_controller(&self, vector: Option<u16>) -> Result<u32> {
+        let core = self.hw.core;
+        let (sq_dma, cq_dma) = self.ring_dma().ok_or(ENOMEM)?;
+        let depth = self.depth();
+        self.polled.store(vector.is_none(), Relaxed);
+        self.stats.has_vector.set(vector.is_some().into());
+        let status = core.submit_sync(&Command::create_cq(self.qid, depth, cq_dma, vector))?;
+        if status != 0 {
+            return Ok(status);
+        }
+        let medium = core.has_quirk(nvme::Quirk::MediumPrioritySq);
+        match core.submit_sync(&Command::create_sq(self.qid, depth, sq_dma, medium)) {
+            Ok(0) => {
+                self.vector.store(vector.unwrap_or(0).into(), Relaxed);
+                Ok(0)
+            }
+            result => {
+                // Best effort: the controller is failing this queue anyway.
+                let _ = core.submit_sync(&delete(opcode::DELETE_CQ, self.qid));
+                result
+            }
+        }
+    }
+
+    /// Requests the queue's interrupt `irq` as `nvme<N>q<qid>`. `own` says the vector serves
+    /// this queue alone (then adaptive polling may mask it).
+    pub(crate) fn request_irq(self: Pin<&Self>, irq: Irq, own: bool) -> Result {
+        let name = CString::try_from_fmt(fmt!("nvme{}q{}", self.hw.core.instance(), self.qid))?;
+        LineSlot::request(self, irq, name, own)?;
+        self.own_irq
+            .store(if own { irq.number() } else { 0 }, Relaxed);
+        Ok(())
+    }
+
+    /// Frees the interrupt (after adaptive polling let go of it).
+    pub(crate) fn free_irq(&self) {
+        self.own_irq.store(0, Relaxed);
+        self.line.free();
+    }
+
+    /// The interrupt of a queue that owns its vector.
+    pub(crate) fn own_irq(&self) -> Option<Irq> {
+        match self.own_irq.load(Relaxed) {
+            0 => None,
+            irq => Some(Irq::new(irq)),
+        }
+    }
+
+    /// The interrupt of the queue's vector, shared or not.
+    pub(crate) fn irq(&self) -> Option<Irq> {
+        self.line.irq()
+    }
+
+    pub(crate) fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Relaxed);
+        // Whoever checks `is_enabled` next sees the new state (`nvme_suspend_queue`).
+        mb(Full);
+    }
+
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled.load(Relaxed)
+    }
+
+    pub(crate) fn is_polled(&self) -> bool {
+        self.polled.load(Relaxed)
+    }
+
+    /// Sends Delete I/O SQ or CQ for this queue without waiting; see [`Queue::wait_deleted`].
+    pub(crate) fn send_delete<T: crate::sys::Transport<Queue = Queue>>(
+        &self,
+        delete_cq: bool,
+    ) -> Result {
+        self.deleted.reinit();
+        let op = if delete_cq {
+            opcode::DELETE_CQ
+        } else {
+            opcode::DELETE_SQ
+        };
+        self.hw.core.submit_delete_queue::<T>(op, self.qid, self)
+    }
+
+    /// Waits at most `timeout` jiffies for the Delete command sent last; returns the jiffies
+    /// left (0: it did not complete).
+    pub(crate) fn wait_deleted(&self, timeout: usize) -> usize {
+        self.deleted.wait_io_timeout(timeout)
+    }
+
+    /// The Delete command sent last ended (with an error if `failed`).
+    pub(crate) fn delete_done(&self, failed: bool) {
+        self.delete_failed.store(failed, Relaxed);
+        self.deleted.complete();
+    }
+
+    /// Whether the timeout handler already sent an Abort for the command of `tag`.
+    pub(crate) fn is_aborted(&self, tag: u16) -> bool {
+        self.aborted
+            .get(usize::from(tag))
+            .is_some_and(|a| a.load(Relaxed))
+    }
+
+    pub(crate) fn set_aborted(&self, tag: u16) {
+        if let Some(a) = self.aborted.get(usize::from(tag)) {
+            a.store(true, Relaxed);
+        }
+    }
+
+    fn clear_aborted(&self, tag: u16) {
+        if let Some(a) = self.aborted.get(usize::from(tag)) {
+            a.store(false, Relaxed);
+        }
+    }
+
+    /// blk-mq's `queue_rq`: the request becomes a command on the ring.
+    pub(crate) fn queue_rq(&self, mut rq: Request<Iod>, last: bool) -> Result<(), Status> {
+        // blk-mq may still call a dying queue while it drains it.
+        if !self.is_enabled() {
+            return Err(Status::ioerr());
+        }
+        if !rq.check_ready() {
+            return Err(rq.fail_nonready());
+        }
+        self.prep(&mut rq)?;
+        let cmd = *rq.command();
+        self.submit(&cmd, last)
+            .inspect_err(|_| self.unprep(&mut rq))
+    }
+
+    /// Builds and maps a request's command and starts the request (`nvme_prep_rq`).
+    pub(crate) fn prep(&self, rq: &mut Request<Iod>) -> Result<(), Status> {
+        rq.init_pdu();
+        self.clear_aborted(rq.tag());
+        rq.setup_command()?;
+        if rq.nr_phys_segments() > 0 || rq.has_integrity() {
+            let hw = &*self.hw;
+            let mapped = hw.pools.with(|pools| {
+                mapping::map(
+                    &hw.pci,
+                    pools,
+                    hw.sgl_supported(),
+                    hw.meta_sgl_supported(),
+                    self.qid != 0,
+                    rq,
+                )
+            });
+            if let Err(e) = mapped.unwrap_or_else(|| Err(Status::ioerr())) {
+                rq.cleanup_command();
+                return Err(e);
+            }
+        }
+        rq.start();
+        Ok(())
+    }
+
+    /// Whether a request of a `queue_rqs` batch can be submitted now, prepared if so.
+    pub(crate) fn prep_for_batch(&self, rq: &mut Request<Iod>) -> bool {
+        self.is_enabled() && rq.check_ready() && self.prep(rq).is_ok()
+    }
+
+    fn unprep(&self, rq: &mut Request<Iod>) {
+        self.unmap(rq);
+        rq.cleanup_command();
+    }
+
+    /// Releases a request's data mapping.
+    pub(crate) fn unmap(&self, rq: &mut Request<Iod>) {
+        let hw = &*self.hw;
+        hw.pools.with(|pools| mapping::unmap(&hw.pci, pools, rq));
+    }
+
+    /// Ends a request whose command completed (`nvme_pci_complete_rq`).
+    pub(crate) fn finish(&self, mut rq: Request<Iod>) {
+        self.unmap(&mut rq);
+        rq.complete();
+    }
+
+    /// Copies a command to the ring and rings the doorbell now if `ring_now`, or when the next
+    /// command would fill the ring; otherwise [`Queue::commit`] rings it for the batch.
+    pub(crate) fn submit(&self, cmd: &Command, ring_now: bool) -> Result<(), Status> {
+        let mut sq = self.sq.lock();
+        self.copy_command(&mut sq, cmd)?;
+        self.stats.submitted.add(1);
+        self.write_sq_doorbell(&mut sq, ring_now);
+        Ok(())
+    }
+
+    /// Submits a list of prepared requests under one lock and one doorbell write.
+    pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
+        let mut sq = self.sq.lock();
+        let mut any = false;
+        while let Some(mut rq) = list.pop() {
+            let cmd = *rq.command();
+            if self.copy_command(&mut sq, &cmd).is_ok() {
+                self.stats.submitted.add(1);
+                any = true;
+            }
+        }
+        if any {
+            self.write_sq_doorbell(&mut sq, true);
+        }
+    }
+
+    fn copy_command(&self, sq: &mut Sq, cmd: &Command) -> Result<(), Status> {
+        let slot = usize::from(sq.tail) * sq.slots_per_entry;
+        let ring = sq.ring.as_ref().ok_or_else(Status::ioerr)?;
+        Self::write_slot(ring, slot, cmd).map_err(|_| Status::ioerr())?;
+        sq.tail = next(sq.tail, sq.depth);
+        self.tail_seen.store(sq.tail.into(), Relaxed);
+        Ok(())
+    }
+
+    fn write_slot(ring: &Coherent<[Command]>, slot: usize, cmd: &Command) -> Result {
+        io_project!(ring, [try: slot]).copy_write(*cmd);
+        Ok(())
+    }
+
+    /// Announces the tail if asked, or if the next command would wrap onto the last announced
+    /// tail (the controller would see an empty ring).
+    fn write_sq_doorbell(&self, sq: &mut Sq, ring_now: bool) {
+        if !ring_now && next(sq.tail, sq.depth) != sq.last_tail {
+            return;
+        }
+        let mmio = sq
+            .shadow
+            .as_ref()
+            .is_none_or(|s| s.buffers.update(s.index, sq.tail));
+        if mmio {
+            // An error means the BAR is gone: the controller is being removed.
+            let _ = self.hw.regs.write32(sq.doorbell, sq.tail.into());
+        }
+        sq.last_tail = sq.tail;
+    }
+
+    /// blk-mq's `commit_rqs`: rings the doorbell for commands submitted without it.
+    pub(crate) fn commit(&self) {
+        let mut sq = self.sq.lock();
+        if sq.tail != sq.last_tail {
+            self.write_sq_doorbell(&mut sq, true);
+        }
+    }
+
+    /// Places the Asynchronous Event Request nvme-core asks for (admin queue only).
+    pub(crate) fn submit_async_event(&self) {
+        let _ = self.submit(&Command::async_event(nvme::aen_command_id()), true);
+    }
+
+    /// Takes the CQ lock from process or softirq context (local interrupts off while held).
+    pub(crate) fn lock_cq(&self) -> Guard<'_, Cq, SpinLockIrqBackend> {
+        self.cq.lock()
+    }
+
+    /// Takes the CQ lock where interrupts are already off (hard IRQ).
+    pub(crate) fn lock_cq_in_irq<'a>(
+        &'a self,
+        irqs_off: &'a LocalInterruptDisabled,
+    ) -> Guard<'a, Cq, SpinLockBackend> {
+        self.cq.lock_with(irqs_off)
+    }
+
+    fn cqe_status(ring: &Coherent<[Completion]>, head: u16) -> Result<u16> {
+        Ok(io_read!(ring, [try: usize::from(head)].status))
+    }
+
+    fn read_cqe(ring: &Coherent<[Completion]>, head: u16) -> Result<Completion> {
+        Ok(io_project!(ring, [try: usize::from(head)]).copy_read())
+    }
+
+    /// Whether the controller posted a completion not reaped yet.
+    pub(crate) fn pending(&self, cq: &Cq) -> bool {
+        cq.ring.as_ref().is_some_and(|ring| {
+            Self::cqe_status(ring, cq.head).is_ok_and(|s| Completion::phase(s) == cq.phase)
+        })
+    }
+
+    /// Reaps every completion the controller posted, under the held CQ lock, then writes the
+    /// CQ head doorbell once. Requests that end successfully go to `batch`, ended once the
+    /// caller drops the lock. Returns the number reaped.
+    pub(crate) fn reap(&self, cq: &mut Cq, batch: &mut Batch<'_>) -> u32 {
+        let Cq {
+            ring,
+            depth,
+            head,
+            phase,
+            doorbell,
+            shadow,
+            adaptive,
+        } = cq;
+        let Some(ring) = ring.as_ref() else {
+            return 0;
+        };
+        let mut n = 0u32;
+        while Self::cqe_status(ring, *head).is_ok_and(|s| Completion::phase(s) == *phase) {
+            // The phase tag is read before the rest of the entry.
+            dma_mb(Read);
+            if let Ok(cqe) = Self::read_cqe(ring, *head) {
+                self.handle(&cqe, batch);
+            }
+            *head = next(*head, *depth);
+            if *head == 0 {
+                *phase ^= 1;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            let mmio = shadow
+                .as_ref()
+                .is_none_or(|s| s.buffers.update(s.index, *head));
+            if mmio {
+                let _ = self.hw.regs.write32(*doorbell, (*head).into());
+            }
+            adaptive.completed = adaptive.completed.wrapping_add(n.into());
+        }
+        n
+    }
+
+    fn handle(&self, cqe: &Completion, batch: &mut Batch<'_>) {
+        let cid = cqe.command_id();
+        // The Asynchronous Event Request has no request: it never times out and survives
+        // resets, so nvme-core keeps it apart.
+        if nvme::is_aen(self.qid, cid) {
+            self.hw.core.complete_aen(cqe.status, cqe.result);
+            return;
+        }
+        let Some(rq) = self.tags.find::<Iod>(cid) else {
+            self.stats.bad_completions.add(1);
+            // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
+            if self.stats.bad_completions.get().is_power_of_two() {
+                dev_warn!(
+                    self.hw.core.device(),
+                    "invalid id {} completed on queue {} ({} so far)\n",
+                    cid,
+                    self.qid,
+                    self.stats.bad_completions.get()
+                );
+            }
+            return;
+        };
+        rq.trace_sq(cqe.sq_head(), self.tail_seen.load(Relaxed) as u16);
+        let Some(rq) = rq.try_complete(cqe.status, cqe.result) else {
+            return;
+        };
+        if let Some(rq) = rq.add_to_batch(batch) {
+            self.finish(rq);
+        }
+    }
+
+    /// Commands on the controller, as seen by the CQ lock holder.
+    pub(crate) fn inflight(&self, cq: &Cq) -> u32 {
+        self.stats
+            .submitted
+            .get()
+            .saturating_sub(cq.adaptive.completed)
+            .min(u32::MAX.into()) as u32
     }
 
     /// Nanoseconds on the policy's clock.
@@ -342,228 +742,58 @@ impl<'b> IoQueue<'b> {
         self.stats.failures.set(policy.failures().into());
     }
 
-    /// Commands on the device, as seen by the CQ lock holder.
-    pub(crate) fn inflight(&self, cq: &CqState<IoCq>) -> u32 {
-        self.stats
-            .submitted
-            .get()
-            .saturating_sub(cq.extra.completed) as u32
-    }
-
-    /// Issues a block request.
-    pub(crate) fn queue_rq(
-        &self,
-        ns: &NsInfo,
-        mut rq: Request<NvmeOps<'b>>,
-        last: bool,
-    ) -> Result<(), Rejected> {
-        if self.shared().is_dead() {
-            return Err(Rejected::new(rq, blk_status::IOERR));
-        }
-        let cmd = match self.build(ns, &mut rq) {
-            Ok(cmd) => cmd,
-            Err(status) => {
-                self.release_data(rq.pdu_mut());
-                return Err(Rejected::new(rq, status));
-            }
-        };
-        rq.start();
-        self.q.submit(&cmd, last, || self.stats.submitted.add(1));
-        Ok(())
-    }
-
-    /// The NVMe command for a request, with its data mapped.
-    fn build(&self, ns: &NsInfo, rq: &mut Request<NvmeOps<'b>>) -> Result<Command, u8> {
-        let (iod, view) = rq.split();
-        let slba = view.sector() >> (ns.lba_shift - 9);
-        let blocks = view.bytes() >> ns.lba_shift;
-        let mut cmd = match view.op() {
-            op @ (Op::Read | Op::Write) => {
-                let write = op == Op::Write;
-                let mut cmd = Command::read_write(write, ns.nsid, slba, blocks, view.is_fua());
-                self.map_data(iod, &view, write, &mut cmd)?;
-                cmd
-            }
-            Op::Flush => Command::flush(ns.nsid),
-            Op::WriteZeroes => Command::write_zeroes(ns.nsid, slba, blocks, view.may_unmap()),
-            Op::Discard => {
-                let mut page = self.shared().pool.alloc().ok_or(blk_status::RESOURCE)?;
-                page.write(DsmRange::new(slba, blocks));
-                let mut cmd = Command::deallocate(ns.nsid, 1);
-                cmd.set_prps(page.dma(), 0);
-                iod.page = Some(page);
-                cmd
-            }
-            Op::Other(_) => return Err(blk_status::NOTSUPP),
-        };
-        cmd.command_id = command_id::encode(view.tag(), iod.generation).to_le();
-        iod.submitted.store(jiffies(), Relaxed);
-        Ok(cmd)
-    }
-
-    /// Maps the request's data and points the command at it with PRPs.
-    fn map_data(
-        &self,
-        iod: &mut Iod,
-        view: &RequestView<'_, NvmeOps<'b>>,
-        write: bool,
-        cmd: &mut Command,
-    ) -> Result<(), u8> {
-        let shared = self.shared();
-        match iod.mapping.map(shared.pdev.as_ref(), view, write) {
-            Ok(()) => {}
-            Err(e) if e == ENOMEM => return Err(blk_status::RESOURCE),
-            Err(_) => return Err(blk_status::IOERR),
-        }
-        // One pass: the first two entries go to the command; a third means a PRP list, whose
-        // page is taken then and gets the second entry too.
-        let mut first = [0u64; 2];
-        let mut list: Option<DmaPage> = None;
-        let mut no_page = false;
-        let walked = prp::walk(iod.mapping.segments(), |i, addr| {
-            if i < 2 {
-                first[i] = addr;
-                return;
-            }
-            if list.is_none() && !no_page {
-                list = shared.pool.alloc();
-                no_page = list.is_none();
-                if let Some(page) = list.as_mut() {
-                    page.set_u64(0, first[1]);
-                }
-            }
-            if let Some(page) = list.as_mut() {
-                page.set_u64(i - 1, addr);
-            }
-        });
-        let prp2 = list.as_ref().map_or(first[1], DmaPage::dma);
-        iod.page = list;
-        if no_page {
-            return Err(blk_status::RESOURCE);
-        }
-        walked.map_err(|_| blk_status::IOERR)?;
-        cmd.set_prps(first[0], prp2);
-        Ok(())
-    }
-
-    /// Undoes the data mapping and frees the page of a request that will not reach the device,
-    /// or is done with it.
-    fn release_data(&self, iod: &mut Iod) {
-        let shared = self.shared();
-        iod.mapping.unmap(shared.pdev.as_ref());
-        if let Some(page) = iod.page.take() {
-            shared.pool.free(page);
-        }
-    }
-
-    /// Reaps completed commands under the held CQ lock and completes their requests; the
-    /// successful ones go to `batch`, to be ended once the lock is dropped. Returns how many
-    /// were reaped.
-    pub(crate) fn reap(
-        &self,
-        cq: &mut CqState<IoCq>,
-        batch: &mut CompletionBatch<NvmeOps<'b>>,
-    ) -> u32 {
-        let n = self.q.drain(cq, |_, cqe| self.complete_cqe(cqe, batch));
-        cq.extra.completed = cq.extra.completed.wrapping_add(n.into());
-        n
-    }
-
-    fn complete_cqe(&self, cqe: &Completion, batch: &mut CompletionBatch<NvmeOps<'b>>) {
-        let cid = cqe.cid();
-        let generation = command_id::generation(cid);
-        // SAFETY: completions of this queue are only handled under its CQ lock, which we hold;
-        // a request whose current generation matches the completion is on the device (the
-        // generation moves on when it completes), so this is the only token for it.
-        let rq = unsafe {
-            self.tags
-                .take_if::<NvmeOps<'b>>(command_id::tag(cid), |iod| iod.generation == generation)
-        };
-        let Some(mut rq) = rq else {
-            self.stats.bad_completions.add(1);
-            // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
-            if self.stats.bad_completions.get().is_power_of_two() {
-                pr_warn!(
-                    "queue {}: completion for unknown command {:#x} dropped ({} so far)\n",
-                    self.q.qid,
-                    cid,
-                    self.stats.bad_completions.get()
-                );
-            }
-            return;
-        };
-        let iod = rq.pdu_mut();
-        iod.generation = command_id::next_generation(iod.generation);
-        iod.status = cqe.status();
-        let success = iod.status.is_success();
-        if rq.should_fake_timeout() {
-            // Fault injection: the completion is lost; the watchdog will find it timed out.
-            rq.lose();
-            return;
-        }
-        let Some(rq) = rq.complete_remote() else {
-            return;
-        };
-        let unbatched = if success { batch.add(rq) } else { Some(rq) };
-        if let Some(rq) = unbatched {
-            self.finish(rq);
-        }
-    }
-
-    /// What ending a request needs beyond blk-mq: its data unmapped, its page freed.
-    pub(crate) fn release(&self, iod: &mut Iod) {
-        self.release_data(iod);
-        iod.retries = 0;
-    }
-
-    /// Ends (or retries) a request whose command is no longer on the device.
-    pub(crate) fn finish(&self, mut rq: Request<NvmeOps<'b>>) {
-        let failfast = rq.view().is_failfast();
-        let iod = rq.pdu_mut();
-        self.release_data(iod);
-        let status = iod.status;
-        if !status.is_success()
-            && !status.do_not_retry()
-            && !failfast
-            && iod.retries < MAX_RETRIES
-            && !self.shared().is_dead()
-        {
-            iod.retries += 1;
-            self.stats.retries.add_concurrent(1);
-            rq.requeue(0);
-            return;
-        }
-        iod.retries = 0;
-        rq.end(status.to_blk());
-    }
-
-    /// Fails a request the device will never complete (reset or dead controller); it is
-    /// retried if it may be and the controller lives on.
-    pub(crate) fn cancel(&self, mut rq: Request<NvmeOps<'b>>) {
-        let iod = rq.pdu_mut();
-        iod.generation = command_id::next_generation(iod.generation);
-        iod.status = Status::cancelled();
-        self.finish(rq);
-    }
-
-    /// blk-mq polling of a poll queue (io_uring `hipri`).
-    pub(crate) fn poll(&self) -> u32 {
-        let mut batch = CompletionBatch::new();
-        let mut cq = self.q.lock_cq();
-        if !self.q.pending(&cq) {
+    /// blk-mq polling (`nvme_poll`): reaps a poll queue for io_uring polled I/O.
+    pub(crate) fn blk_poll(&self, batch: &mut Batch<'_>) -> i32 {
+        if !self.is_polled() {
             return 0;
         }
-        let n = self.reap(&mut cq, &mut batch);
+        let mut cq = self.lock_cq();
+        if !self.pending(&cq) {
+            return 0;
+        }
+        let n = self.reap(&mut cq, batch);
         self.stats.reaped_blk_poll.add(n.into());
-        n
+        i32::from(n > 0)
+    }
+
+    /// Reaps with the vector masked and its handler finished (`nvme_poll_irqdisable`); process
+    /// context. Poll queues are reaped under their lock only.
+    pub(crate) fn reap_irqs_off(&self) {
+        let irq = self.irq();
+        if let Some(irq) = irq {
+            irq.mask();
+        }
+        {
+            let mut cq = self.lock_cq();
+            self.reap(&mut cq, &mut Batch::none());
+        }
+        if let Some(irq) = irq {
+            irq.unmask();
+        }
+    }
+
+    /// The last reap before a disabled controller's requests are cancelled.
+    pub(crate) fn reap_remaining(&self) {
+        let mut cq = self.lock_cq();
+        self.reap(&mut cq, &mut Batch::none());
     }
 }
 
-#[pinned_drop]
-impl PinnedDrop for IoQueue<'_> {
-    fn drop(self: Pin<&mut Self>) {
-        // Never leave a timer armed or a vector masked behind (the controller normally
-        // stopped polling already; this is the backstop).
-        self.stop_polling();
+/// The ring slot after `index`.
+fn next(index: u16, depth: u16) -> u16 {
+    if index + 1 >= depth {
+        0
+    } else {
+        index + 1
     }
+}
+
+/// Delete I/O SQ or CQ `qid`.
+fn delete(op: u8, qid: u16) -> Command {
+    let mut c = Command {
+        opcode: op,
+        ..Command::default()
+    };
+    c.cdw10 = u32::from(qid).to_le();
+    c
 }

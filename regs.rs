@@ -1,122 +1,118 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! NVMe controller registers in BAR0 (NVM Express Base Specification 2.0, section 3.1).
-//!
-//! 64-bit registers are declared as two 32-bit halves and accessed low half first, as the C
-//! driver's `lo_hi_readq()` does: some controllers do not accept 64-bit MMIO.
+//! The controller registers a PCI transport touches itself (NVM Express Base Specification
+//! 2.1, section 3.1); nvme-core drives CC and waits on CSTS through the transport's register
+//! accessors.
 
-use kernel::io::register;
+use kernel::prelude::*;
 
-/// Offset of the first doorbell register.
-pub(crate) const DOORBELL_BASE: usize = 0x1000;
+/// Controller Capabilities (64 bits).
+pub(crate) const CAP: usize = 0x00;
+/// Version.
+pub(crate) const VS: usize = 0x08;
+/// Controller Status.
+pub(crate) const CSTS: usize = 0x1c;
+/// NVM Subsystem Reset.
+pub(crate) const NSSR: usize = 0x20;
+/// Admin Queue Attributes.
+pub(crate) const AQA: usize = 0x24;
+/// Admin Submission Queue Base Address (64 bits).
+pub(crate) const ASQ: usize = 0x28;
+/// Admin Completion Queue Base Address (64 bits).
+pub(crate) const ACQ: usize = 0x30;
+/// The first doorbell.
+pub(crate) const DOORBELLS: usize = 0x1000;
 
-/// Size of the fixed register block plus the admin queue doorbells, which every controller has.
-pub(crate) const BAR0_MIN_SIZE: usize = DOORBELL_BASE + 8;
+/// The value written to NSSR to reset the NVM subsystem ("NVMe").
+pub(crate) const NSSR_RESET: u32 = 0x4e56_4d65;
 
-register! {
-    /// Controller Capabilities, low half.
-    pub(crate) CAP_LO(u32) @ 0x00 {
-        /// Timeout for CSTS.RDY transitions, in 500 ms units.
-        31:24 to;
-        /// Arbitration mechanisms supported.
-        18:17 ams;
-        /// Contiguous queues required.
-        16:16 cqr => bool;
-        /// Maximum queue entries supported, 0's based.
-        15:0 mqes;
+/// CAP fields.
+pub(crate) mod cap {
+    /// Maximum queue entries supported, 0's based.
+    pub(crate) fn mqes(cap: u64) -> u32 {
+        (cap & 0xffff) as u32
     }
 
-    /// Controller Capabilities, high half.
-    pub(crate) CAP_HI(u32) @ 0x04 {
-        /// Controller ready with media support (CRMS), 2 bits.
-        28:27 crms;
-        /// Memory page size maximum: 2^(12 + MPSMAX).
-        23:20 mpsmax;
-        /// Memory page size minimum: 2^(12 + MPSMIN).
-        19:16 mpsmin;
-        /// Boot partition support.
-        13:13 bps => bool;
-        /// Command sets supported; bit 0 is the NVM command set, bit 6 "I/O command sets".
-        12:5 css;
-        /// NVM subsystem reset supported.
-        4:4 nssrs => bool;
-        /// Doorbell stride: 2^(2 + DSTRD) bytes.
-        3:0 dstrd;
+    /// Doorbell stride, in 4-byte units: 2^DSTRD.
+    pub(crate) fn doorbell_stride(cap: u64) -> u32 {
+        1 << ((cap >> 32) & 0xf)
     }
 
-    /// Version.
-    pub(crate) VS(u32) @ 0x08 {
-        31:16 major;
-        15:8 minor;
-        7:0 tertiary;
-    }
-
-    /// Controller Configuration.
-    pub(crate) CC(u32) @ 0x14 {
-        /// I/O completion queue entry size: 2^IOCQES bytes.
-        23:20 iocqes;
-        /// I/O submission queue entry size: 2^IOSQES bytes.
-        19:16 iosqes;
-        /// Shutdown notification: 1 normal, 2 abrupt.
-        15:14 shn;
-        /// Arbitration mechanism selected.
-        13:11 ams;
-        /// Memory page size: 2^(12 + MPS).
-        10:7 mps;
-        /// I/O command set selected: 0 NVM only, 6 all supported sets.
-        6:4 css;
-        /// Enable.
-        0:0 en => bool;
-    }
-
-    /// Controller Status.
-    pub(crate) CSTS(u32) @ 0x1c {
-        /// Shutdown status: 0 normal operation, 1 in progress, 2 complete.
-        3:2 shst;
-        /// Controller fatal status.
-        1:1 cfs => bool;
-        /// Ready.
-        0:0 rdy => bool;
-    }
-
-    /// Admin Queue Attributes.
-    pub(crate) AQA(u32) @ 0x24 {
-        /// Admin completion queue size, 0's based.
-        27:16 acqs;
-        /// Admin submission queue size, 0's based.
-        11:0 asqs;
-    }
-
-    /// Admin Submission Queue base address, low half.
-    pub(crate) ASQ_LO(u32) @ 0x28 {
-        31:0 value;
-    }
-
-    /// Admin Submission Queue base address, high half.
-    pub(crate) ASQ_HI(u32) @ 0x2c {
-        31:0 value;
-    }
-
-    /// Admin Completion Queue base address, low half.
-    pub(crate) ACQ_LO(u32) @ 0x30 {
-        31:0 value;
-    }
-
-    /// Admin Completion Queue base address, high half.
-    pub(crate) ACQ_HI(u32) @ 0x34 {
-        31:0 value;
+    /// NVM subsystem reset supported.
+    pub(crate) fn nssrs(cap: u64) -> bool {
+        cap >> 36 & 1 != 0
     }
 }
 
-/// CSTS read back as all ones: the device no longer answers (surprise removal, link down).
-pub(crate) const DEVICE_GONE: u32 = !0;
+/// CSTS bits.
+pub(crate) mod csts {
+    /// Ready.
+    pub(crate) const RDY: u32 = 1 << 0;
+    /// Controller fatal status.
+    pub(crate) const CFS: u32 = 1 << 1;
+    /// NVM subsystem reset occurred.
+    pub(crate) const NSSRO: u32 = 1 << 4;
+}
 
-/// CC.SHN value for a normal shutdown notification.
-pub(crate) const SHN_NORMAL: u32 = 1;
-/// CSTS.SHST value once shutdown processing is complete.
-pub(crate) const SHST_COMPLETE: u32 = 2;
-/// CAP.CSS bit: the controller supports the "I/O command sets" selection (CC.CSS = 6).
-pub(crate) const CAP_CSS_CSI: u32 = 1 << 6;
-/// CC.CSS values: the NVM command set only, or every supported set.
-pub(crate) const CC_CSS_NVM: u32 = 0;
-pub(crate) const CC_CSS_CSI: u32 = 6;
+/// VS 1.1.0: the first version with NVM subsystem reset.
+pub(crate) const VS_1_1: u32 = 0x0001_0100;
+
+/// The tail doorbell of submission queue `qid`, and the head doorbell of completion queue
+/// `qid` (one stride after it), as offsets in BAR0 and as indexes in 4-byte units, which is
+/// how the shadow doorbell buffers count.
+pub(crate) struct Doorbells {
+    pub(crate) sq_index: usize,
+    pub(crate) cq_index: usize,
+}
+
+impl Doorbells {
+    pub(crate) fn of(qid: u16, stride: u32) -> Self {
+        let sq_index = 2 * usize::from(qid) * stride as usize;
+        Self {
+            sq_index,
+            cq_index: sq_index + stride as usize,
+        }
+    }
+
+    pub(crate) fn sq_offset(&self) -> usize {
+        DOORBELLS + 4 * self.sq_index
+    }
+
+    pub(crate) fn cq_offset(&self) -> usize {
+        DOORBELLS + 4 * self.cq_index
+    }
+}
+
+/// The BAR0 size that holds the doorbells of the admin queue and `io_queues` I/O queues.
+pub(crate) fn bar_size_for(io_queues: u32, stride: u32) -> usize {
+    DOORBELLS + (io_queues as usize + 1) * 8 * stride as usize
+}
+
+#[kunit_tests(nvme_adaptive_regs)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capability_fields() {
+        // QEMU's controller: MQES 0x7ff, DSTRD 0, NSSRS clear.
+        let cap = 0x0000_0040_0f01_07ff_u64;
+        assert_eq!(cap::mqes(cap), 0x7ff);
+        assert_eq!(cap::doorbell_stride(cap), 1);
+        assert!(!cap::nssrs(cap));
+        let cap = cap | 3 << 32 | 1 << 36;
+        assert_eq!(cap::doorbell_stride(cap), 8);
+        assert!(cap::nssrs(cap));
+    }
+
+    #[test]
+    fn doorbell_layout() {
+        // Stride 1: SQ y at 0x1000 + 8y, CQ y 4 bytes after it.
+        let db = Doorbells::of(3, 1);
+        assert_eq!((db.sq_offset(), db.cq_offset()), (0x1018, 0x101c));
+        assert_eq!((db.sq_index, db.cq_index), (6, 7));
+        // Stride 4 (DSTRD 2): 16-byte doorbells.
+        let db = Doorbells::of(1, 4);
+        assert_eq!((db.sq_offset(), db.cq_offset()), (0x1020, 0x1030));
+        assert_eq!(bar_size_for(3, 1), 0x1020);
+    }
+}

@@ -29,11 +29,6 @@ impl Counter {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
 
-    /// For a counter written from more than one context (without the CQ lock).
-    pub(crate) fn add_concurrent(&self, n: u64) {
-        self.0.add(n, Relaxed);
-    }
-
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
@@ -79,8 +74,6 @@ pub(crate) struct QueueStats {
     pub(crate) ended_disabled: Counter,
     /// Completions that named a command not in flight (stale or duplicate), dropped.
     pub(crate) bad_completions: Counter,
-    /// Written wherever a request ends: [`Counter::add_concurrent`].
-    pub(crate) retries: Counter,
     pub(crate) stage: Gauge,
     pub(crate) masked: Gauge,
     /// The policy's completion gap; shown as a rate (the division is left to the reader).
@@ -163,7 +156,6 @@ impl QueueStats {
         writeln!(f, "wait_ns: {}", self.wait_ns.get())?;
         writeln!(f, "backoff_ns: {}", self.backoff_ns.get())?;
         writeln!(f, "failed_episodes: {}", self.failures.get())?;
-        writeln!(f, "bad_completions: {}", self.bad_completions.get())?;
-        writeln!(f, "retries: {}", self.retries.get())
+        writeln!(f, "bad_completions: {}", self.bad_completions.get())
     }
 }

@@ -1,0 +1,725 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Data and metadata mapping: a request's memory as the controller reads it, through PRP
+//! entries or SGL descriptors, and back.
+//!
+//! As in the stock driver: a single segment is mapped directly; otherwise the block layer's
+//! iterator maps the request (coalescing it into one range behind an IOMMU), and the segments
+//! become a PRP list, or an SGL when the controller supports SGLs and the average segment is at
+//! least `sgl_threshold` bytes (or when only an SGL can describe the request). Metadata goes in
+//! one contiguous buffer (MPTR) unless it has several segments, which needs a metadata SGL.
+
+use kernel::prelude::*;
+
+use crate::{
+    cmd::SglDescriptor,
+    params,
+    sys::{
+        blk::{Request, Status},
+        dma::{DmaPool, P2p, PoolBlock, SavedSegments, Segment, SegmentPool, Step},
+        pci::Function,
+    },
+};
+
+/// The controller memory page: PRP entries describe 4 KiB pages whatever the CPU's page size.
+pub(crate) const PAGE: u32 = 4096;
+/// Segments per request: one descriptor page of 16-byte SGL entries.
+pub(crate) const MAX_SEGMENTS: u32 = PAGE / 16;
+/// Bytes per request, an arbitrary bound that keeps PRP lists within five pages.
+pub(crate) const MAX_BYTES: u32 = 8 << 20;
+/// Metadata SGL entries: the small pool's block less its segment descriptor.
+pub(crate) const MAX_META_SEGMENTS: u32 = SMALL_BLOCK as u32 / 16 - 1;
+/// Small descriptor blocks, for short PRP lists and SGLs (4 KiB to 128 KiB I/O).
+const SMALL_BLOCK: usize = 256;
+/// PRP list pages per request: enough for `MAX_BYTES` not aligned at either end.
+const MAX_DESCRIPTORS: usize = 5;
+/// Entries in a PRP list page.
+const PRPS_PER_PAGE: usize = PAGE as usize / 8;
+
+const _: () = assert!(
+    (MAX_BYTES as usize + 2 * (PAGE as usize - 1)) / PAGE as usize
+        <= 1 + MAX_DESCRIPTORS * (PRPS_PER_PAGE - 1)
+);
+
+/// The controller's DMA pools: descriptor pages and small blocks, and the arrays that remember
+/// PRP data segments for unmapping.
+pub(crate) struct Pools {
+    large: DmaPool,
+    small: DmaPool,
+    segments: SegmentPool,
+}
+
+impl Pools {
+    pub(crate) fn new(f: &Function, small_align_512: bool) -> Result<Self> {
+        let small_align = if small_align_512 { 512 } else { SMALL_BLOCK };
+        Ok(Self {
+            large: DmaPool::new(
+                f,
+                c"nvme_adaptive descriptor page",
+                PAGE as usize,
+                PAGE as usize,
+            )?,
+            small: DmaPool::new(
+                f,
+                c"nvme_adaptive descriptor small",
+                SMALL_BLOCK,
+                small_align,
+            )?,
+            segments: SegmentPool::new(f, MAX_SEGMENTS as usize)?,
+        })
+    }
+}
+
+/// Whether a request may, or must, describe its data with an SGL.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SglUse {
+    Unsupported,
+    Supported,
+    Forced,
+}
+
+/// The descriptor blocks of one request (PRP list pages or an SGL segment).
+#[derive(Default)]
+struct Descriptors {
+    blocks: [Option<PoolBlock>; MAX_DESCRIPTORS],
+    count: usize,
+    /// The first block came from the small pool.
+    small: bool,
+}
+
+impl Descriptors {
+    fn alloc(&mut self, pools: &Pools, small: bool) -> Result<&mut PoolBlock, Status> {
+        if self.count == MAX_DESCRIPTORS {
+            return Err(Status::ioerr());
+        }
+        let pool = if small { &pools.small } else { &pools.large };
+        let block = pool.alloc().ok_or_else(Status::resource)?;
+        if self.count == 0 {
+            self.small = small;
+        }
+        let slot = &mut self.blocks[self.count];
+        self.count += 1;
+        Ok(slot.insert(block))
+    }
+
+    fn block(&mut self, index: usize) -> Result<&mut PoolBlock, Status> {
+        self.blocks
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .ok_or_else(Status::ioerr)
+    }
+
+    fn free(&mut self, pools: &Pools) {
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            if let Some(b) = block.take() {
+                let pool = if i == 0 && self.small {
+                    &pools.small
+                } else {
+                    &pools.large
+                };
+                pool.free(b);
+            }
+        }
+        self.count = 0;
+    }
+}
+
+/// How a request's data is mapped.
+#[derive(Default)]
+enum Data {
+    #[default]
+    None,
+    /// One segment mapped directly.
+    Single { addr: u64, len: u32 },
+    /// Mapped by the block layer's iterator.
+    Iter {
+        total: usize,
+        p2p: P2p,
+        sgl: bool,
+        /// The segments, when each must be unmapped on its own and the command does not
+        /// already list them (PRPs hold pages, not segments).
+        saved: Option<SavedSegments>,
+        descriptors: Descriptors,
+    },
+}
+
+/// How a request's metadata is mapped.
+#[derive(Default)]
+enum Meta {
+    #[default]
+    None,
+    Single {
+        addr: u64,
+        len: u32,
+    },
+    Iter {
+        total: usize,
+        p2p: P2p,
+        /// The first range (for MPTR, the whole buffer).
+        first: Segment,
+        /// The metadata SGL, when there is one.
+        sgl: Option<PoolBlock>,
+    },
+}
+
+/// The transport's part of each request: how its memory was mapped.
+#[derive(Default)]
+pub(crate) struct Iod {
+    data: Data,
+    meta: Meta,
+}
+
+/// Maps a request's data and metadata and points its command at them. On error, nothing stays
+/// mapped.
+pub(crate) fn map(
+    f: &Function,
+    pools: &Pools,
+    sgl_supported: bool,
+    meta_sgl_supported: bool,
+    io_queue: bool,
+    rq: &mut Request<Iod>,
+) -> Result<(), Status> {
+    if rq.nr_phys_segments() > 0 {
+        let sgl = sgl_use(sgl_supported && io_queue, rq);
+        map_data(f, pools, sgl, rq)?;
+    }
+    if rq.has_integrity() {
+        if let Err(e) = map_meta(f, pools, meta_sgl_supported, rq) {
+            unmap(f, pools, rq);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+fn sgl_use(supported: bool, rq: &Request<Iod>) -> SglUse {
+    if !supported {
+        return SglUse::Unsupported;
+    }
+    // Gaps a PRP list cannot describe, user commands (an SGL lets the controller check the
+    // transfer length) and several integrity segments all need an SGL.
+    if rq.has_gaps_within_page() || rq.is_user_command() || rq.nr_integrity_segments() > 1 {
+        SglUse::Forced
+    } else {
+        SglUse::Supported
+    }
+}
+
+fn map_data(f: &Function, pools: &Pools, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), Status> {
+    if rq.nr_phys_segments() == 1 {
+        match map_single(f, sgl, rq) {
+            Err(e) if e == Status::again() => {}
+            done => return done,
+        }
+    }
+    let first = match rq.map_data_start(f) {
+        Step::Segment(s) => s,
+        Step::Failed(e) => return Err(e),
+        Step::Done => return Err(Status::ioerr()),
+    };
+    if !first.p2p.is_known() {
+        return Err(Status::resource());
+    }
+    let threshold = params::sgl_threshold();
+    let use_sgl = match sgl {
+        SglUse::Forced => true,
+        SglUse::Supported => threshold != 0 && average_segment(rq) >= threshold,
+        SglUse::Unsupported => false,
+    };
+    let result = if use_sgl {
+        build_sgl(f, pools, rq, first)
+    } else {
+        build_prps(f, pools, rq, first)
+    };
+    if result.is_err() {
+        unmap_data(f, pools, rq);
+    }
+    result
+}
+
+/// The average segment size, in bytes: a coalesced mapping is one segment.
+fn average_segment(rq: &Request<Iod>) -> u32 {
+    let segments = if rq.data_coalesced() {
+        1
+    } else {
+        u32::from(rq.nr_phys_segments()).max(1)
+    };
+    rq.payload_bytes().div_ceil(segments)
+}
+
+/// Maps a one-segment request directly (no iterator); `again` when only the iterator can.
+fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), Status> {
+    let seg = rq.first_segment();
+    let offset = seg.offset & (PAGE - 1);
+    let prp_possible = offset + seg.len <= 2 * PAGE;
+    if (sgl == SglUse::Unsupported && !prp_possible) || seg.p2p {
+        return Err(Status::again());
+    }
+    let addr = rq.map_first_segment(f).ok_or_else(Status::resource)?;
+    rq.pdu().data = Data::Single { addr, len: seg.len };
+    let cmd = rq.command();
+    if sgl == SglUse::Forced || !prp_possible {
+        cmd.set_sgl(SglDescriptor::data(addr, seg.len));
+    } else {
+        let first_len = PAGE - offset;
+        let prp2 = if seg.len > first_len {
+            addr + u64::from(first_len)
+        } else {
+            0
+        };
+        cmd.set_prps(addr, prp2);
+    }
+    Ok(())
+}
+
+/// Hands out the iterator's segments, remembering each when it must be unmapped on its own.
+struct Walk<'a> {
+    f: &'a Function,
+    seg: Segment,
+    unmap_each: bool,
+    saved: Option<SavedSegments>,
+    segments: &'a SegmentPool,
+}
+
+impl Walk<'_> {
+    /// Remembers the current segment if needed.
+    fn save(&mut self) -> Result<(), Status> {
+        if !self.unmap_each {
+            return Ok(());
+        }
+        if self.saved.is_none() {
+            self.saved = Some(self.segments.alloc().ok_or_else(Status::resource)?);
+        }
+        let pushed = self
+            .saved
+            .as_mut()
+            .is_some_and(|s| s.push(self.seg.addr, self.seg.len));
+        if pushed {
+            Ok(())
+        } else {
+            Err(Status::ioerr())
+        }
+    }
+
+    /// Moves to the next segment once the current one is used up; false when there is none.
+    fn advance(&mut self, rq: &mut Request<Iod>) -> Result<bool, Status> {
+        if self.seg.len > 0 {
+            return Ok(true);
+        }
+        match rq.map_data_next(self.f) {
+            Step::Segment(s) => {
+                self.seg = s;
+                self.save()?;
+                Ok(true)
+            }
+            Step::Done => Ok(false),
+            Step::Failed(e) => Err(e),
+        }
+    }
+
+    fn take(&mut self, len: u32) {
+        self.seg.addr += u64::from(len);
+        self.seg.len -= len;
+    }
+}
+
+/// Builds the PRP entries (and lists) of an iterator-mapped request.
+fn build_prps(
+    f: &Function,
+    pools: &Pools,
+    rq: &mut Request<Iod>,
+    first: Segment,
+) -> Result<(), Status> {
+    let unmap_each = rq.data_needs_unmap_each(f, first.p2p);
+    let mut walk = Walk {
+        f,
+        seg: first,
+        unmap_each,
+        saved: None,
+        segments: &pools.segments,
+    };
+    let mut descriptors = Descriptors::default();
+    let mut total = 0usize;
+    let outcome = prp_entries(pools, rq, &mut walk, &mut descriptors, &mut total);
+    // Recorded even on failure: unmapping needs it.
+    rq.pdu().data = Data::Iter {
+        total,
+        p2p: first.p2p,
+        sgl: false,
+        saved: walk.saved.take(),
+        descriptors,
+    };
+    let (prp1, prp2) = outcome?;
+    rq.command().set_prps(prp1, prp2);
+    Ok(())
+}
+
+fn prp_entries(
+    pools: &Pools,
+    rq: &mut Request<Iod>,
+    walk: &mut Walk<'_>,
+    descriptors: &mut Descriptors,
+    total: &mut usize,
+) -> Result<(u64, u64), Status> {
+    walk.save()?;
+    let mut length = rq.payload_bytes();
+    // PRP1 points to the start of the data, the only entry that may be unaligned.
+    let prp1 = walk.seg.addr;
+    let len = length.min(PAGE - (prp1 as u32 & (PAGE - 1)));
+    *total += len as usize;
+    walk.take(len);
+    length -= len;
+    if length == 0 {
+        return Ok((prp1, 0));
+    }
+    if !walk.advance(rq)? {
+        return Err(Status::ioerr());
+    }
+    // PRP2 points to the data if the rest fits in one page, else to a PRP list.
+    if length <= PAGE {
+        *total += length as usize;
+        return Ok((prp1, walk.seg.addr));
+    }
+    let small = (length.div_ceil(PAGE) as usize) <= SMALL_BLOCK / 8;
+    let prp2 = descriptors.alloc(pools, small)?.dma();
+    let mut page = descriptors.count - 1;
+    let mut i = 0;
+    loop {
+        let addr = walk.seg.addr;
+        descriptors.block(page)?.set(i, addr);
+        i += 1;
+        let len = length.min(PAGE);
+        if walk.seg.len < len {
+            return Err(Status::ioerr());
+        }
+        *total += len as usize;
+        walk.take(len);
+        length -= len;
+        if length == 0 {
+            return Ok((prp1, prp2));
+        }
+        if !walk.advance(rq)? {
+            return Err(Status::ioerr());
+        }
+        // A full page: its last entry moves to a new page, which it then points to.
+        if i == PRPS_PER_PAGE {
+            let last = descriptors.block(page)?.get(i - 1);
+            let next = descriptors.alloc(pools, false)?;
+            next.set(0, last);
+            let next_dma = next.dma();
+            descriptors.block(page)?.set(i - 1, next_dma);
+            page = descriptors.count - 1;
+            i = 1;
+        }
+    }
+}
+
+/// Builds the SGL of an iterator-mapped request: one data descriptor in the command, or a
+/// segment of them.
+fn build_sgl(
+    f: &Function,
+    pools: &Pools,
+    rq: &mut Request<Iod>,
+    first: Segment,
+) -> Result<(), Status> {
+    let entries = u32::from(rq.nr_phys_segments());
+    let mut descriptors = Descriptors::default();
+    let mut total = first.len as usize;
+    let outcome = if entries == 1 || rq.data_coalesced() {
+        rq.command()
+            .set_sgl(SglDescriptor::data(first.addr, first.len));
+        Ok(())
+    } else {
+        sgl_entries(f, pools, rq, first, entries, &mut descriptors, &mut total)
+    };
+    rq.pdu().data = Data::Iter {
+        total,
+        p2p: first.p2p,
+        sgl: true,
+        saved: None,
+        descriptors,
+    };
+    outcome
+}
+
+fn sgl_entries(
+    f: &Function,
+    pools: &Pools,
+    rq: &mut Request<Iod>,
+    first: Segment,
+    entries: u32,
+    descriptors: &mut Descriptors,
+    total: &mut usize,
+) -> Result<(), Status> {
+    let small = entries as usize <= SMALL_BLOCK / 16;
+    let list = descriptors.alloc(pools, small)?;
+    let list_dma = list.dma();
+    let mut seg = first;
+    let mut mapped = 0u32;
+    // The first segment is counted by the caller.
+    *total = 0;
+    loop {
+        if mapped == entries {
+            return Err(Status::ioerr());
+        }
+        let words = SglDescriptor::data(seg.addr, seg.len).words();
+        list.set(2 * mapped as usize, u64::from_le(words[0]));
+        list.set(2 * mapped as usize + 1, u64::from_le(words[1]));
+        mapped += 1;
+        *total += seg.len as usize;
+        match rq.map_data_next(f) {
+            Step::Segment(s) => seg = s,
+            Step::Done => break,
+            Step::Failed(e) => {
+                rq.command()
+                    .set_sgl(SglDescriptor::last_segment(list_dma, mapped));
+                return Err(e);
+            }
+        }
+    }
+    rq.command()
+        .set_sgl(SglDescriptor::last_segment(list_dma, mapped));
+    Ok(())
+}
+
+fn map_meta(
+    f: &Function,
+    pools: &Pools,
+    meta_sgl_supported: bool,
+    rq: &mut Request<Iod>,
+) -> Result<(), Status> {
+    let uses_sgl = rq.command().uses_sgl();
+    let several = rq.nr_integrity_segments() > 1 || rq.is_user_command();
+    if !(uses_sgl && meta_sgl_supported && several) {
+        if let Some((addr, len)) = rq.map_integrity_segment(f) {
+            rq.command().set_metadata(addr, false);
+            rq.pdu().meta = Meta::Single { addr, len };
+            return Ok(());
+        }
+    }
+    map_meta_iter(f, pools, meta_sgl_supported, rq)
+}
+
+fn map_meta_iter(
+    f: &Function,
+    pools: &Pools,
+    meta_sgl_supported: bool,
+    rq: &mut Request<Iod>,
+) -> Result<(), Status> {
+    let first = match rq.map_meta_start(f) {
+        Step::Segment(s) => s,
+        Step::Failed(e) => return Err(e),
+        Step::Done => return Err(Status::ioerr()),
+    };
+    let entries = if rq.meta_coalesced() {
+        1
+    } else {
+        u32::from(rq.nr_integrity_segments())
+    };
+    // MPTR has an implicit length the kernel sized from the format; user commands get an SGL,
+    // whose explicit length lets the controller catch a wrong buffer.
+    if !meta_sgl_supported || (entries == 1 && !rq.is_user_command()) {
+        rq.command().set_metadata(first.addr, false);
+        rq.pdu().meta = Meta::Iter {
+            total: first.len as usize,
+            p2p: first.p2p,
+            first,
+            sgl: None,
+        };
+        return Ok(());
+    }
+    let Some(mut block) = pools.small.alloc() else {
+        rq.pdu().meta = Meta::Iter {
+            total: first.len as usize,
+            p2p: first.p2p,
+            first,
+            sgl: None,
+        };
+        unmap_meta(f, pools, rq);
+        return Err(Status::resource());
+    };
+    let block_dma = block.dma();
+    rq.command().set_metadata(block_dma, true);
+    let mut total = first.len as usize;
+    let mut outcome = Ok(());
+    if entries == 1 {
+        set_sgl(&mut block, 0, SglDescriptor::data(first.addr, first.len));
+    } else {
+        let mut seg = first;
+        let mut i = 0usize;
+        total = 0;
+        loop {
+            i += 1;
+            if i > MAX_META_SEGMENTS as usize {
+                outcome = Err(Status::ioerr());
+                break;
+            }
+            set_sgl(&mut block, i, SglDescriptor::data(seg.addr, seg.len));
+            total += seg.len as usize;
+            match rq.map_meta_next(f) {
+                Step::Segment(s) => seg = s,
+                Step::Done => break,
+                Step::Failed(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        set_sgl(
+            &mut block,
+            0,
+            SglDescriptor::last_segment(block_dma + 16, i as u32),
+        );
+    }
+    rq.pdu().meta = Meta::Iter {
+        total,
+        p2p: first.p2p,
+        first,
+        sgl: Some(block),
+    };
+    if outcome.is_err() {
+        unmap_meta(f, pools, rq);
+    }
+    outcome
+}
+
+fn set_sgl(block: &mut PoolBlock, index: usize, desc: SglDescriptor) {
+    let words = desc.words();
+    block.set(2 * index, u64::from_le(words[0]));
+    block.set(2 * index + 1, u64::from_le(words[1]));
+}
+
+fn get_sgl(block: &PoolBlock, index: usize) -> SglDescriptor {
+    SglDescriptor::from_words([
+        block.get(2 * index).to_le(),
+        block.get(2 * index + 1).to_le(),
+    ])
+}
+
+/// Undoes [`map`]: unmaps data and metadata and frees their descriptors.
+pub(crate) fn unmap(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
+    unmap_meta(f, pools, rq);
+    unmap_data(f, pools, rq);
+}
+
+fn unmap_data(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
+    match core::mem::take(&mut rq.pdu().data) {
+        Data::None => {}
+        Data::Single { addr, len } => rq.unmap_page(f, addr, len),
+        Data::Iter {
+            total,
+            p2p,
+            sgl,
+            saved,
+            mut descriptors,
+        } => {
+            if !rq.unmap_data(f, total, p2p) {
+                if sgl {
+                    unmap_sgl(f, rq, &descriptors, p2p);
+                } else if let Some(saved) = saved.as_ref() {
+                    for s in saved.iter() {
+                        rq.unmap_segment(
+                            f,
+                            Segment {
+                                addr: s.addr,
+                                len: s.len,
+                                p2p,
+                            },
+                        );
+                    }
+                }
+            }
+            if let Some(saved) = saved {
+                pools.segments.free(saved);
+            }
+            descriptors.free(pools);
+        }
+    }
+}
+
+/// Unmaps each segment an SGL lists (the one in the command, or its segment's entries).
+fn unmap_sgl(f: &Function, rq: &mut Request<Iod>, descriptors: &Descriptors, p2p: P2p) {
+    let desc = rq.command().sgl();
+    if desc.is_data_block() {
+        rq.unmap_segment(
+            f,
+            Segment {
+                addr: desc.addr,
+                len: desc.length,
+                p2p,
+            },
+        );
+        return;
+    }
+    let Some(list) = descriptors.blocks[0].as_ref() else {
+        return;
+    };
+    for i in 0..(desc.length / 16) as usize {
+        let d = get_sgl(list, i);
+        rq.unmap_segment(
+            f,
+            Segment {
+                addr: d.addr,
+                len: d.length,
+                p2p,
+            },
+        );
+    }
+}
+
+fn unmap_meta(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
+    match core::mem::take(&mut rq.pdu().meta) {
+        Meta::None => {}
+        Meta::Single { addr, len } => rq.unmap_page(f, addr, len),
+        Meta::Iter {
+            total,
+            p2p,
+            first,
+            sgl,
+        } => {
+            if !rq.unmap_meta(f, total, p2p) {
+                match sgl.as_ref() {
+                    Some(block) => {
+                        let head = get_sgl(block, 0);
+                        if head.is_data_block() {
+                            rq.unmap_segment(f, first);
+                        } else {
+                            for i in 1..=(head.length / 16) as usize {
+                                let d = get_sgl(block, i);
+                                rq.unmap_segment(
+                                    f,
+                                    Segment {
+                                        addr: d.addr,
+                                        len: d.length,
+                                        p2p,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    None => rq.unmap_segment(
+                        f,
+                        Segment {
+                            addr: first.addr,
+                            len: total as u32,
+                            p2p,
+                        },
+                    ),
+                }
+            }
+            if let Some(block) = sgl {
+                pools.small.free(block);
+            }
+        }
+    }
+}
+
+/// Whether the command's data pointer must follow the controller page boundaries (PRPs): on
+/// the admin queue, or when the controller has no SGL support.
+pub(crate) fn virt_boundary(sgl_supported: bool, is_admin: bool) -> u64 {
+    if !sgl_supported || is_admin {
+        u64::from(PAGE - 1)
+    } else {
+        0
+    }
+}

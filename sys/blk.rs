@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! blk-mq as an NVMe transport sees it: requests (with nvme-core's command and the transport's
+//! per-request data), hardware queue tags, completion batches, request lists and queue maps.
+
+use core::{
+    marker::PhantomData,
+    mem::MaybeUninit,
+    ptr::NonNull,
+    sync::atomic::{AtomicPtr, Ordering},
+};
+use kernel::{bindings, prelude::*, str::CStr};
+
+use super::{ffi, nvme, Transport};
+use crate::cmd::Command;
+
+/// A block status (`blk_status_t`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Status(u8);
+
+impl Status {
+    pub(crate) const OK: Self = Self(0);
+
+    pub(crate) fn ioerr() -> Self {
+        // SAFETY: an initialised static of glue.c.
+        Self(unsafe { ffi::nva_sts_ioerr })
+    }
+
+    /// Out of a resource the request needs now; blk-mq retries it later.
+    pub(crate) fn resource() -> Self {
+        // SAFETY: an initialised static of glue.c.
+        Self(unsafe { ffi::nva_sts_resource })
+    }
+
+    /// The fast path does not apply; take the general one.
+    pub(crate) fn again() -> Self {
+        // SAFETY: an initialised static of glue.c.
+        Self(unsafe { ffi::nva_sts_again })
+    }
+
+    pub(crate) fn to_raw(self) -> u8 {
+        self.0
+    }
+
+    pub(super) fn from_raw_err(raw: u8) -> Self {
+        Self(raw)
+    }
+
+    fn from_raw(raw: u8) -> Result<(), Self> {
+        if raw == 0 {
+            Ok(())
+        } else {
+            Err(Self(raw))
+        }
+    }
+}
+
+/// Asserts at build time that a transport PDU fits the 8-byte alignment glue.c gives it.
+pub(super) const fn check_pdu<P>() {
+    assert!(core::mem::align_of::<P>() <= 8);
+}
+
+/// A request the driver holds: between `queue_rq` and its completion, or inside a blk-mq
+/// callback that hands it over. Carries the transport's per-request data `P`.
+///
+/// # Invariants
+///
+/// Points to a live request of a tag set whose PDU is glue.c's `struct nva_iod` followed by a
+/// `P` (the tag set was made by [`nvme::Ctrl::alloc_io_tag_set::<P>`] or the admin variant, and
+/// its `init_request` set up nvme-core's part). The holder has exclusive use of the
+/// transport's part of its PDU.
+pub(crate) struct Request<P> {
+    rq: NonNull<bindings::request>,
+    _pdu: PhantomData<P>,
+}
+
+// SAFETY: a request is handed between CPUs by blk-mq; the holder is its only user.
+unsafe impl<P: Send> Send for Request<P> {}
+
+macro_rules! getters {
+    ($($(#[$m:meta])* $name:ident -> $ty:ty = $ffi:ident;)*) => {
+        $(
+            $(#[$m])*
+            pub(crate) fn $name(&self) -> $ty {
+                // SAFETY: the request is live (type invariant).
+                unsafe { ffi::$ffi(self.raw()) as $ty }
+            }
+        )*
+    };
+}
+
+impl<P> Request<P> {
+    pub(super) fn raw(&self) -> *mut bindings::request {
+        self.rq.as_ptr()
+    }
+}
+
+impl<P: Default> Request<P> {
+    /// # Safety
+    ///
+    /// `rq` satisfies the type invariants, and the caller hands over its use of the request.
+    pub(super) unsafe fn from_raw(rq: *mut bindings::request) -> Self {
+        Self {
+            // SAFETY: blk-mq never hands out a null request (the caller's promise).
+            rq: unsafe { NonNull::new_unchecked(rq) },
+            _pdu: PhantomData,
+        }
+    }
+
+    /// The queue (`hctx->driver_data`) the request was issued on, for the duration `'a` of
+    /// a blk-mq callback on the request's tag set.
+    ///
+    /// # Safety
+    ///
+    /// The request belongs to a tag set of transport `T`, and `'a` ends before the callback
+    /// returns.
+    pub(super) unsafe fn queue<'a, T: Transport<Iod = P>>(&self) -> &'a T::Queue {
+        // SAFETY: the request is mapped to a hardware queue of a tag set of `T`, whose driver
+        // data `init_hctx` set to a queue `T` owns until `free_ctrl`, which cannot come while
+        // blk-mq runs a callback of the tag set (the caller's promise).
+        unsafe { &*ffi::nva_rq_queue(self.raw()).cast::<T::Queue>() }
+    }
+
+    /// The transport's per-request data.
+    pub(crate) fn pdu(&mut self) -> &mut P {
+        // SAFETY: glue.c places a `P` after its part of the PDU, aligned for it (`check_pdu`);
+        // the holder has exclusive use of it (type invariant). blk-mq allocates the PDU with
+        // the request; `init` below gives it a valid value before first use.
+        unsafe { &mut *ffi::nva_rq_rust(self.raw()).cast::<P>() }
+    }
+
+    /// Resets the transport's data for a new command.
+    pub(crate) fn init_pdu(&mut self) {
+        // SAFETY: as in `pdu`; the old contents (plain data) are overwritten without reading.
+        unsafe { ffi::nva_rq_rust(self.raw()).cast::<P>().write(P::default()) };
+    }
+
+    /// The NVMe command nvme-core built for the request.
+    pub(crate) fn command(&mut self) -> &mut Command {
+        // SAFETY: the PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
+        // other user while the driver holds the request; `Command` has the same layout.
+        unsafe { &mut *ffi::nva_rq_cmd(self.raw()).cast::<Command>() }
+    }
+
+    getters! {
+        /// The blk-mq tag.
+        tag -> u16 = nva_rq_tag;
+        /// The NVMe command identifier (tag plus generation).
+        command_id -> u16 = nva_rq_cid;
+        opcode -> u8 = nva_rq_opcode;
+        bytes -> u32 = nva_rq_bytes;
+        /// The bytes of data to transfer (differs from `bytes` for discards).
+        payload_bytes -> u32 = nva_rq_payload_bytes;
+        nr_phys_segments -> u16 = nva_rq_nr_phys_segments;
+        nr_integrity_segments -> u16 = nva_rq_nr_integrity_segments;
+        has_integrity -> bool = nva_rq_has_integrity;
+        /// A passthrough command from user space.
+        is_user_command -> bool = nva_rq_is_user_cmd;
+        /// Whether the data has gaps a PRP list cannot describe.
+        has_gaps_within_page -> bool = nva_rq_gaps_within_page;
+        /// Still on the device, as far as blk-mq knows.
+        is_in_flight -> bool = nva_rq_in_flight;
+    }
+
+    /// The block operation's name, for messages.
+    pub(crate) fn op_name(&self) -> &CStr {
+        // SAFETY: the request is live; blk_op_str returns a static string.
+        unsafe { CStr::from_char_ptr(ffi::nva_rq_op_name(self.raw())) }
+    }
+
+    /// Whether the controller state allows the request now.
+    pub(crate) fn check_ready(&self) -> bool {
+        // SAFETY: the request is live and belongs to an nvme-core controller.
+        unsafe { ffi::nva_rq_check_ready(self.raw()) }
+    }
+
+    /// What to return for a request the controller cannot take in its state.
+    pub(crate) fn fail_nonready(self) -> Status {
+        // SAFETY: the request is live and not started.
+        Status(unsafe { ffi::nva_rq_fail_nonready(self.raw()) })
+    }
+
+    /// Has nvme-core build the request's command.
+    pub(crate) fn setup_command(&mut self) -> Result<(), Status> {
+        // SAFETY: the request is live and not started.
+        Status::from_raw(unsafe { ffi::nva_rq_setup_cmd(self.raw()) })
+    }
+
+    /// Undoes `setup_command` for a request that will not be issued.
+    pub(crate) fn cleanup_command(&mut self) {
+        // SAFETY: the request is live and its command was set up.
+        unsafe { ffi::nva_rq_cleanup_cmd(self.raw()) }
+    }
+
+    /// Marks the request started (the timeout clock runs from here).
+    pub(crate) fn start(&mut self) {
+        // SAFETY: the request is live and about to be issued.
+        unsafe { ffi::nva_rq_start(self.raw()) }
+    }
+
+    /// Marks a request the timeout handler gives up on, so that it is not retried.
+    pub(crate) fn mark_cancelled(&self) {
+        // SAFETY: the request is live.
+        unsafe { ffi::nva_rq_mark_cancelled(self.raw()) }
+    }
+
+    /// Traces the submission queue head the device reported with the request's completion.
+    pub(crate) fn trace_sq(&self, sq_head: u16, sq_tail: u16) {
+        // SAFETY: the request is live.
+        unsafe { ffi::nva_trace_sq(self.raw(), sq_head, sq_tail) }
+    }
+
+    /// Records the device's completion. `None` when the request is finished elsewhere (on the
+    /// CPU that issued it, or dropped by fault injection); otherwise the caller completes it.
+    pub(crate) fn try_complete(self, status: u16, result: u64) -> Option<Self> {
+        // SAFETY: the request is live and on the device, which just completed it.
+        if unsafe { ffi::nva_try_complete_req(self.raw(), status, result) } {
+            None
+        } else {
+            Some(self)
+        }
+    }
+
+    /// Adds a completed request to `batch`; gives it back when it must complete on its own.
+    pub(crate) fn add_to_batch(self, batch: &mut Batch<'_>) -> Option<Self> {
+        let Some(iob) = batch.raw() else {
+            return Some(self);
+        };
+        // SAFETY: the request is completed and live; the batch is valid; batch completion
+        // runs the transport's `unmap_rq` on it before ending it.
+        if unsafe { ffi::nva_add_to_batch(self.raw(), iob) } {
+            None
+        } else {
+            Some(self)
+        }
+    }
+
+    /// Ends the request through nvme-core (retry, failover or end, as its status says).
+    pub(crate) fn complete(self) {
+        // SAFETY: the request's command is done and its data unmapped; the request goes back
+        // to blk-mq here.
+        unsafe { ffi::nva_complete_rq(self.raw()) }
+    }
+}
+
+/// A request on the controller, seen from the timeout handler: its command may complete at
+/// any moment, so the transport's data is out of reach.
+pub(crate) struct InFlight<P>(Request<P>);
+
+impl<P: Default> InFlight<P> {
+    /// # Safety
+    ///
+    /// As for [`Request::from_raw`], except that the holder does not own the request.
+    pub(super) unsafe fn from_raw(rq: *mut bindings::request) -> Self {
+        // SAFETY: the caller's promise; `InFlight` never touches the transport's data.
+        Self(unsafe { Request::from_raw(rq) })
+    }
+
+    /// The transport of the request's controller.
+    pub(super) fn transport_ptr(&self) -> *mut core::ffi::c_void {
+        // SAFETY: the request is live and belongs to an nvme-core controller of ours.
+        unsafe { ffi::nva_rq_transport(self.0.raw()) }
+    }
+}
+
+impl<P> core::ops::Deref for InFlight<P> {
+    type Target = Request<P>;
+
+    fn deref(&self) -> &Request<P> {
+        &self.0
+    }
+}
+
+/// The tags of one hardware queue: from a command identifier to the request it names.
+///
+/// # Invariants
+///
+/// Null, or blk-mq's tags of the hardware queue the holder serves.
+pub(crate) struct Tags(AtomicPtr<bindings::blk_mq_tags>);
+
+impl Tags {
+    pub(crate) const fn none() -> Self {
+        Self(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// # Safety
+    ///
+    /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped.
+    pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>) -> Self {
+        Self(AtomicPtr::new(tags.as_ptr()))
+    }
+
+    /// Takes the tags of `other` (blk-mq set the hardware queue up again).
+    pub(crate) fn set(&self, other: Tags) {
+        self.0.store(other.0.into_inner(), Ordering::Release);
+    }
+
+    /// The request in flight under command identifier `cid`, if its generation matches.
+    pub(crate) fn find<P: Default>(&self, cid: u16) -> Option<Request<P>> {
+        let tags = self.0.load(Ordering::Acquire);
+        if tags.is_null() {
+            return None;
+        }
+        // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
+        // command's generation, so a stale or duplicate completion yields null.
+        let rq = unsafe { ffi::nva_find_rq(tags, cid) };
+        // SAFETY: a found request is in flight on this queue, issued by the transport (its
+        // tag set has `P` PDUs); the device completing it hands it back to the driver.
+        NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
+    }
+}
+
+/// Requests completed together and ended as a batch after the queue's lock is dropped.
+pub(crate) struct Batch<'a> {
+    iob: Option<NonNull<bindings::io_comp_batch>>,
+    _life: PhantomData<&'a mut bindings::io_comp_batch>,
+}
+
+/// A batch owned by the caller (an interrupt or timer reaping completions).
+pub(crate) struct OwnedBatch {
+    iob: MaybeUninit<bindings::io_comp_batch>,
+}
+
+impl OwnedBatch {
+    pub(crate) fn new() -> Self {
+        let mut iob = MaybeUninit::uninit();
+        // SAFETY: glue.c initialises the batch fully (DEFINE_IO_COMP_BATCH).
+        unsafe { ffi::nva_comp_batch_init(iob.as_mut_ptr()) };
+        Self { iob }
+    }
+
+    pub(crate) fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            iob: NonNull::new(self.iob.as_mut_ptr()),
+            _life: PhantomData,
+        }
+    }
+}
+
+impl Drop for OwnedBatch {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`; ends the requests added to it, if any.
+        unsafe { ffi::nva_end_batch(self.iob.as_mut_ptr()) };
+    }
+}
+
+impl Batch<'_> {
+    /// # Safety
+    ///
+    /// `iob` is null or a batch valid for the lifetime of the result.
+    pub(super) unsafe fn from_raw(iob: *mut bindings::io_comp_batch) -> Self {
+        Self {
+            iob: NonNull::new(iob),
+            _life: PhantomData,
+        }
+    }
+
+    /// A batch that takes nothing: every request completes on its own.
+    pub(crate) fn none() -> Batch<'static> {
+        Batch {
+            iob: None,
+            _life: PhantomData,
+        }
+    }
+
+    fn raw(&self) -> Option<*mut bindings::io_comp_batch> {
+        self.iob.map(NonNull::as_ptr)
+    }
+}
+
+/// The requests blk-mq hands `queue_rqs` (for the duration `'a` of the call); what is left
+/// in it when the call returns is requeued by blk-mq.
+pub(crate) struct RqList<'a, T: Transport> {
+    list: NonNull<bindings::rq_list>,
+    _call: PhantomData<&'a T>,
+}
+
+impl<'a, T: Transport> RqList<'a, T> {
+    /// # Safety
+    ///
+    /// `list` is blk-mq's list for `queue_rqs`, of requests of a tag set of `T`, valid for
+    /// `'a`, which ends before the call returns.
+    pub(super) unsafe fn from_raw(list: *mut bindings::rq_list) -> Self {
+        Self {
+            // SAFETY: blk-mq passes a valid list (the caller's promise).
+            list: unsafe { NonNull::new_unchecked(list) },
+            _call: PhantomData,
+        }
+    }
+
+    /// Takes the first request off the list, with the queue it goes to.
+    pub(crate) fn pop(&mut self) -> Option<(&'a T::Queue, Request<T::Iod>)> {
+        // SAFETY: the list is valid (the caller's promise in `from_raw`).
+        let rq = unsafe { ffi::nva_rq_list_pop(self.list.as_ptr()) };
+        // SAFETY: requests on the list are handed to the driver (type invariants hold: a tag
+        // set of `T`).
+        let rq: Request<T::Iod> = unsafe { Request::from_raw(NonNull::new(rq)?.as_ptr()) };
+        // SAFETY: the request belongs to a tag set of `T`; `'a` ends with the call.
+        let q: &'a T::Queue = unsafe { rq.queue::<T>() };
+        Some((q, rq))
+    }
+
+    /// Puts a request back, to be requeued by blk-mq.
+    pub(crate) fn push(&mut self, rq: Request<T::Iod>) {
+        // SAFETY: the list is valid; the request goes back to blk-mq through it.
+        unsafe { ffi::nva_rq_list_add_tail(self.list.as_ptr(), rq.raw()) }
+    }
+}
+
+/// A list of requests of the driver's own, to submit together.
+pub(crate) struct LocalRqList<P> {
+    list: MaybeUninit<bindings::rq_list>,
+    _pdu: PhantomData<P>,
+}
+
+impl<P: Default> LocalRqList<P> {
+    pub(crate) fn new() -> Self {
+        let mut list = MaybeUninit::uninit();
+        // SAFETY: initialises the list head (both pointers null).
+        unsafe { ffi::nva_rq_list_init(list.as_mut_ptr()) };
+        Self {
+            list,
+            _pdu: PhantomData,
+        }
+    }
+
+    pub(crate) fn push(&mut self, rq: Request<P>) {
+        // SAFETY: the list is initialised; it holds the request until popped.
+        unsafe { ffi::nva_rq_list_add_tail(self.list.as_mut_ptr(), rq.raw()) }
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Request<P>> {
+        // SAFETY: the list is initialised.
+        let rq = unsafe { ffi::nva_rq_list_pop(self.list.as_mut_ptr()) };
+        // SAFETY: only requests the driver held were pushed.
+        NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
+    }
+}
+
+/// The kinds of queue map of an NVMe I/O tag set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MapKind {
+    Default,
+    Read,
+    Poll,
+}
+
+impl MapKind {
+    fn raw(self) -> u32 {
+        // SAFETY: initialised statics of glue.c.
+        unsafe {
+            match self {
+                Self::Default => ffi::nva_hctx_type_default,
+                Self::Read => ffi::nva_hctx_type_read,
+                Self::Poll => ffi::nva_hctx_type_poll,
+            }
+        }
+    }
+}
+
+/// The queue maps of the I/O tag set, being set up (`map_queues`).
+pub(crate) struct QueueMaps<'a> {
+    set: NonNull<bindings::blk_mq_tag_set>,
+    core: nvme::Ctrl,
+    _life: PhantomData<&'a mut bindings::blk_mq_tag_set>,
+}
+
+impl QueueMaps<'_> {
+    /// # Safety
+    ///
+    /// `set` is the I/O tag set of `core`, being mapped by blk-mq for the result's lifetime.
+    pub(super) unsafe fn from_raw(set: *mut bindings::blk_mq_tag_set, core: nvme::Ctrl) -> Self {
+        Self {
+            // SAFETY: blk-mq passes a valid tag set (the caller's promise).
+            set: unsafe { NonNull::new_unchecked(set) },
+            core,
+            _life: PhantomData,
+        }
+    }
+
+    /// Whether the tag set has a map of this kind.
+    pub(crate) fn has(&self, kind: MapKind) -> bool {
+        // SAFETY: the tag set is valid.
+        kind.raw() < unsafe { ffi::nva_map_count(self.set.as_ptr()) }
+    }
+
+    /// Gives map `kind` `nr_queues` hardware queues from `queue_offset` on, spread over the
+    /// CPUs like the interrupt vectors from `vector_offset` on, or evenly without vectors.
+    pub(crate) fn map(
+        &mut self,
+        kind: MapKind,
+        nr_queues: u32,
+        queue_offset: u32,
+        vector_offset: Option<u32>,
+    ) {
+        if !self.has(kind) {
+            return;
+        }
+        let set = self.set.as_ptr();
+        // SAFETY: the tag set is valid and has map `kind`; blk-mq calls map_queues with the
+        // maps' CPU tables allocated.
+        unsafe {
+            ffi::nva_map_set(set, kind.raw(), nr_queues, queue_offset);
+            if nr_queues == 0 {
+                return;
+            }
+            match vector_offset {
+                Some(v) => ffi::nva_map_hw_queues(self.core.raw(), set, kind.raw(), v),
+                None => ffi::nva_map_queues_plain(set, kind.raw()),
+            }
+        }
+    }
+}

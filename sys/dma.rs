@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA for request data: the block layer's mapping iterators, the single-segment fast path,
+//! DMA pools for PRP lists and SGL descriptors, and a pool of arrays that remember mapped
+//! segments for unmapping.
+
+use core::ptr::NonNull;
+use kernel::{
+    bindings,
+    device::{Bound, Device},
+    devres::Devres,
+    prelude::*,
+};
+
+use super::{blk::Request, ffi, pci::Function};
+
+/// How a mapped range reaches the device (peer-to-peer DMA or memory).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct P2p(u8);
+
+impl P2p {
+    pub(crate) fn is_bus_address(self) -> bool {
+        // SAFETY: an initialised static of glue.c.
+        u32::from(self.0) == unsafe { ffi::nva_p2p_bus_addr }
+    }
+
+    pub(crate) fn is_through_host_bridge(self) -> bool {
+        // SAFETY: an initialised static of glue.c.
+        u32::from(self.0) == unsafe { ffi::nva_p2p_thru_host_bridge }
+    }
+
+    /// A kind of mapping the driver knows how to describe (not a failed or unsupported one).
+    pub(crate) fn is_known(self) -> bool {
+        // SAFETY: an initialised static of glue.c.
+        u32::from(self.0) == unsafe { ffi::nva_p2p_none }
+            || self.is_bus_address()
+            || self.is_through_host_bridge()
+    }
+}
+
+/// One mapped DMA range.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Segment {
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+    pub(crate) p2p: P2p,
+}
+
+/// The result of asking a mapping iterator for a segment.
+pub(crate) enum Step {
+    Segment(Segment),
+    /// Every segment was handed out.
+    Done,
+    /// Mapping failed with this status.
+    Failed(super::blk::Status),
+}
+
+impl Step {
+    fn from(ok: bool, seg: ffi::DmaSeg) -> Self {
+        if ok {
+            Self::Segment(Segment {
+                addr: seg.addr,
+                len: seg.len,
+                p2p: P2p(seg.p2p),
+            })
+        } else if seg.status != 0 {
+            Self::Failed(super::blk::Status::from_raw_err(seg.status))
+        } else {
+            Self::Done
+        }
+    }
+}
+
+/// The first data segment of a request, before mapping.
+pub(crate) struct FirstSegment {
+    /// Offset in its page.
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+    /// Peer-to-peer memory: the iterator must map it.
+    pub(crate) p2p: bool,
+}
+
+macro_rules! iter_fns {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+        $(
+            $(#[$m])*
+            pub(crate) fn $name(&mut self, f: &Function) -> Step {
+                let mut seg = ffi::DmaSeg::default();
+                // SAFETY: the request is live and the driver's; glue.c keeps the iterator's
+                // state in the request's PDU; `seg` is valid for writes.
+                let ok = unsafe { ffi::$ffi(self.raw(), f.dma_dev(), &mut seg) };
+                Step::from(ok, seg)
+            }
+        )*
+    };
+}
+
+impl<P: Default> Request<P> {
+    pub(crate) fn first_segment(&self) -> FirstSegment {
+        let (mut offset, mut len, mut p2p) = (0, 0, false);
+        // SAFETY: the request is live and has data (the caller checked its segment count).
+        unsafe { ffi::nva_rq_first_bvec(self.raw(), &mut offset, &mut len, &mut p2p) };
+        FirstSegment { offset, len, p2p }
+    }
+
+    /// Maps the first (only) data segment; undone with [`Request::unmap_page`].
+    pub(crate) fn map_first_segment(&self, f: &Function) -> Option<u64> {
+        let mut addr = 0;
+        // SAFETY: the request is live, has data, and `f` is its controller's function.
+        unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), &mut addr) }.then_some(addr)
+    }
+
+    /// Unmaps what [`Request::map_first_segment`] mapped.
+    pub(crate) fn unmap_page(&self, f: &Function, addr: u64, len: u32) {
+        // SAFETY: `addr` and `len` are a mapping of this request's data.
+        unsafe { ffi::nva_unmap_page(self.raw(), f.dma_dev(), addr, len) }
+    }
+
+    /// Maps the request's integrity metadata, one segment; undone with `unmap_page`.
+    pub(crate) fn map_integrity_segment(&self, f: &Function) -> Option<(u64, u32)> {
+        let (mut len, mut p2p, mut addr) = (0, false, 0);
+        // SAFETY: the request is live and carries integrity data.
+        unsafe { ffi::nva_rq_integrity_bvec(self.raw(), &mut len, &mut p2p) };
+        if p2p {
+            return None;
+        }
+        // SAFETY: as above; `f` is the request's controller's function.
+        unsafe { ffi::nva_map_integrity_bvec(self.raw(), f.dma_dev(), &mut addr) }
+            .then_some((addr, len))
+    }
+
+    iter_fns! {
+        /// Starts mapping the request's data; the first segment, or why there is none.
+        map_data_start => nva_dma_iter_start;
+        map_data_next => nva_dma_iter_next;
+        /// Starts mapping the request's integrity metadata.
+        map_meta_start => nva_meta_iter_start;
+        map_meta_next => nva_meta_iter_next;
+    }
+
+    /// Whether the iterator merged all data into one range (an IOMMU mapping).
+    pub(crate) fn data_coalesced(&self) -> bool {
+        // SAFETY: the request is live and its data mapping was started.
+        unsafe { ffi::nva_dma_coalesced(self.raw()) }
+    }
+
+    pub(crate) fn meta_coalesced(&self) -> bool {
+        // SAFETY: the request is live and its metadata mapping was started.
+        unsafe { ffi::nva_meta_coalesced(self.raw()) }
+    }
+
+    /// Whether each data segment must be unmapped on its own (so remembered while mapping).
+    pub(crate) fn data_needs_unmap_each(&self, f: &Function, p2p: P2p) -> bool {
+        // SAFETY: the request is live and its data mapping was started.
+        unsafe { ffi::nva_dma_need_unmap_each(self.raw(), f.dma_dev(), p2p.0) }
+    }
+
+    /// Unmaps the iterator's data mapping as a whole; false when each segment must be
+    /// unmapped with [`Request::unmap_segment`].
+    pub(crate) fn unmap_data(&self, f: &Function, mapped: usize, p2p: P2p) -> bool {
+        // SAFETY: the request's data was mapped with the iterator, `mapped` bytes of it.
+        unsafe { ffi::nva_dma_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
+    }
+
+    pub(crate) fn unmap_meta(&self, f: &Function, mapped: usize, p2p: P2p) -> bool {
+        // SAFETY: the request's metadata was mapped with the iterator, `mapped` bytes of it.
+        unsafe { ffi::nva_meta_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
+    }
+
+    /// Unmaps one segment the iterator mapped.
+    pub(crate) fn unmap_segment(&self, f: &Function, seg: Segment) {
+        // SAFETY: `seg` is a segment mapped for this request.
+        unsafe { ffi::nva_dma_unmap_phys(self.raw(), f.dma_dev(), seg.addr, seg.len, seg.p2p.0) }
+    }
+}
+
+/// A block from a [`DmaPool`]: CPU and device addresses. Give it back with [`DmaPool::free`].
+pub(crate) struct PoolBlock {
+    cpu: NonNull<u64>,
+    dma: u64,
+    words: usize,
+}
+
+// SAFETY: the block is plain memory owned by whoever holds the token.
+unsafe impl Send for PoolBlock {}
+
+impl PoolBlock {
+    pub(crate) fn dma(&self) -> u64 {
+        self.dma
+    }
+
+    /// Writes little-endian word `index` (the device's byte order); beyond the block, nothing.
+    pub(crate) fn set(&mut self, index: usize, value: u64) {
+        if index < self.words {
+            // SAFETY: the block holds `words` aligned u64s; the device reads it only after the
+            // command that points at it is submitted.
+            unsafe { self.cpu.as_ptr().add(index).write(value.to_le()) };
+        }
+    }
+
+    /// Reads back little-endian word `index` (0 beyond the block).
+    pub(crate) fn get(&self, index: usize) -> u64 {
+        if index < self.words {
+            // SAFETY: as in `set`.
+            u64::from_le(unsafe { self.cpu.as_ptr().add(index).read() })
+        } else {
+            0
+        }
+    }
+}
+
+/// A pool of equal DMA-coherent blocks (`dma_pool`).
+///
+/// # Invariants
+///
+/// `pool` was made by `dma_pool_create_node` with `size`-byte blocks.
+pub(crate) struct DmaPool {
+    pool: NonNull<bindings::dma_pool>,
+    size: usize,
+}
+
+// SAFETY: `dma_pool_alloc` and `dma_pool_free` may be called from any context and CPU.
+unsafe impl Send for DmaPool {}
+// SAFETY: as above.
+unsafe impl Sync for DmaPool {}
+
+impl DmaPool {
+    pub(crate) fn new(
+        f: &Function,
+        name: &'static CStr,
+        size: usize,
+        align: usize,
+    ) -> Result<Self> {
+        // SAFETY: `f` is a bound device; `name` is a static string.
+        let pool = unsafe { ffi::nva_dma_pool_create(name.as_char_ptr(), f.raw(), size, align) };
+        Ok(Self {
+            pool: NonNull::new(pool).ok_or(ENOMEM)?,
+            size,
+        })
+    }
+
+    /// A block, or `None` when memory is short (atomic allocation).
+    pub(crate) fn alloc(&self) -> Option<PoolBlock> {
+        let mut dma = 0;
+        // SAFETY: the pool is valid; `dma` is valid for writes.
+        let cpu = unsafe { ffi::nva_dma_pool_alloc(self.pool.as_ptr(), &mut dma) };
+        Some(PoolBlock {
+            cpu: NonNull::new(cpu.cast::<u64>())?,
+            dma,
+            words: self.size / 8,
+        })
+    }
+
+    pub(crate) fn free(&self, block: PoolBlock) {
+        // SAFETY: `block` came from this pool (`alloc` of a pool of the same size; the caller
+        // keeps blocks with their pool) and is given back once.
+        unsafe {
+            bindings::dma_pool_free(self.pool.as_ptr(), block.cpu.as_ptr().cast(), block.dma)
+        };
+    }
+}
+
+impl Drop for DmaPool {
+    fn drop(&mut self) {
+        // SAFETY: made in `new`; every block was freed (their holders are gone).
+        unsafe { bindings::dma_pool_destroy(self.pool.as_ptr()) };
+    }
+}
+
+/// One remembered mapped range.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct SavedSegment {
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+}
+
+/// An array of remembered ranges from a [`SegmentPool`].
+pub(crate) struct SavedSegments {
+    array: NonNull<SavedSegment>,
+    capacity: usize,
+    len: usize,
+}
+
+// SAFETY: the array is plain memory owned by whoever holds the token.
+unsafe impl Send for SavedSegments {}
+
+impl SavedSegments {
+    /// Remembers `seg`; false when the array is full.
+    pub(crate) fn push(&mut self, addr: u64, len: u32) -> bool {
+        if self.len == self.capacity {
+            return false;
+        }
+        // SAFETY: the array holds `capacity` entries; `len` is below it.
+        unsafe {
+            self.array
+                .as_ptr()
+                .add(self.len)
+                .write(SavedSegment { addr, len })
+        };
+        self.len += 1;
+        true
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = SavedSegment> + '_ {
+        // SAFETY: the first `len` entries were written by `push`.
+        (0..self.len).map(|i| unsafe { self.array.as_ptr().add(i).read() })
+    }
+}
+
+/// A mempool of [`SavedSegments`] arrays (one always in reserve, so I/O makes progress under
+/// memory pressure).
+///
+/// # Invariants
+///
+/// `pool` was made by `nva_vec_pool_create` for arrays of `capacity` entries.
+pub(crate) struct SegmentPool {
+    pool: NonNull<bindings::mempool_t>,
+    capacity: usize,
+}
+
+// SAFETY: mempools may be used from any context and CPU.
+unsafe impl Send for SegmentPool {}
+// SAFETY: as above.
+unsafe impl Sync for SegmentPool {}
+
+impl SegmentPool {
+    pub(crate) fn new(f: &Function, capacity: usize) -> Result<Self> {
+        let size = capacity * core::mem::size_of::<SavedSegment>();
+        // SAFETY: creates a mempool of kmalloc'ed `size`-byte elements.
+        let pool = unsafe { ffi::nva_vec_pool_create(size, f.numa_node()) };
+        Ok(Self {
+            pool: NonNull::new(pool).ok_or(ENOMEM)?,
+            capacity,
+        })
+    }
+
+    pub(crate) fn alloc(&self) -> Option<SavedSegments> {
+        // SAFETY: the pool is valid; allocation is atomic.
+        let p = unsafe { ffi::nva_vec_pool_alloc(self.pool.as_ptr()) };
+        Some(SavedSegments {
+            array: NonNull::new(p.cast::<SavedSegment>())?,
+            capacity: self.capacity,
+            len: 0,
+        })
+    }
+
+    pub(crate) fn free(&self, saved: SavedSegments) {
+        // SAFETY: the array came from this pool and is given back once.
+        unsafe { ffi::nva_vec_pool_free(self.pool.as_ptr(), saved.array.as_ptr().cast()) };
+    }
+}
+
+impl Drop for SegmentPool {
+    fn drop(&mut self) {
+        // SAFETY: made in `new`; every array was given back.
+        unsafe { ffi::nva_vec_pool_destroy(self.pool.as_ptr()) };
+    }
+}
+
+/// Device resources that must go when the driver unbinds, shared with the I/O paths: access
+/// them with [`Unbindable::with`].
+pub(crate) struct Unbindable<T: Send + 'static>(Devres<T>);
+
+impl<T: Send + Sync + 'static> Unbindable<T> {
+    pub(crate) fn new(dev: &Device<Bound>, value: T) -> Result<Self> {
+        Ok(Self(Devres::new(dev, Ok::<T, Error>(value))?))
+    }
+
+    /// Runs `f` on the resources, or returns `None` once the driver unbound.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        self.0.try_access_with(f)
+    }
+}

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! From the C callbacks of `glue.c` to [`Transport`] methods.
+//!
+//! `glue.c` calls functions named `nva_rust_*`; [`transport!`](crate::transport) defines them
+//! for the transport type, each forwarding to the generic function of the same name here, which
+//! turns the raw pointers into the safe types of this layer.
+
+use core::ptr::NonNull;
+use kernel::{
+    bindings,
+    device::Core,
+    error::from_result,
+    ffi::{c_int, c_uint, c_ulong, c_void},
+    pci::Device as PciDevice,
+    prelude::*,
+};
+
+use super::{blk, ffi, nvme, pci, Transport};
+
+/// Keeps the PCI driver registered; unregisters it (unbinding every controller) when dropped.
+pub(crate) struct DriverRegistration(());
+
+impl Drop for DriverRegistration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`, the only way to make a `DriverRegistration`.
+        unsafe { ffi::nva_unregister_driver() };
+    }
+}
+
+pub(super) fn register() -> Result<DriverRegistration> {
+    // SAFETY: registers the static driver of glue.c; its callbacks are the `nva_rust_*`
+    // functions, which `transport!` defines for the module's transport.
+    kernel::error::to_result(unsafe { ffi::nva_register_driver() })?;
+    Ok(DriverRegistration(()))
+}
+
+/// The transport of a controller, from the pointer glue.c keeps.
+///
+/// # Safety
+///
+/// `t` is the pointer `probe` stored, and `free_ctrl` has not run for it.
+unsafe fn transport<'a, T: Transport>(t: *mut c_void) -> &'a T {
+    // SAFETY: the pointer came from `KBox::into_raw` in `probe` and stays valid until
+    // `free_ctrl` (the caller's promise).
+    unsafe { &*t.cast::<T>() }
+}
+
+/// The queue blk-mq handed back, from `hctx->driver_data`.
+///
+/// # Safety
+///
+/// `q` was returned by [`init_hctx`] for a controller that is still alive.
+unsafe fn queue<'a, T: Transport>(q: *mut c_void) -> &'a T::Queue {
+    // SAFETY: `init_hctx` stored a pointer to a queue the transport owns until `free_ctrl`,
+    // which runs after blk-mq stopped calling the tag set's ops.
+    unsafe { &*q.cast::<T::Queue>() }
+}
+
+/// # Safety
+///
+/// Called by the PCI core, from `probe` of glue.c's driver, with the device lock held.
+pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c_ulong) -> c_int {
+    // SAFETY: the PCI core calls probe with a valid device, locked for the duration of the
+    // call: the `Core` context. `Device` is a transparent wrapper of `struct pci_dev`.
+    let pdev = unsafe { &*pdev.cast::<PciDevice<Core<'_>>>() };
+    from_result(|| {
+        let core = nvme::Ctrl::alloc(pdev)?;
+        let t = match T::new(pdev, core, nvme::Quirks::from_raw(quirks as u64)) {
+            Ok(t) => t,
+            Err(e) => {
+                // SAFETY: nvme-core never saw the controller.
+                unsafe { core.free_unused() };
+                return Err(e);
+            }
+        };
+        // SAFETY: the transport is pinned in its box; `free_ctrl` turns the pointer back into
+        // the box.
+        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(t) });
+        core.set_transport(raw.cast());
+        if let Err(e) = core.init(quirks as u64) {
+            core.set_transport(core::ptr::null_mut());
+            // SAFETY: `raw` came from `KBox::into_raw` above and was not handed to nvme-core.
+            drop(unsafe { KBox::from_raw(raw) });
+            // SAFETY: nvme-core failed to take the controller.
+            unsafe { core.free_unused() };
+            return Err(e);
+        }
+        // From here on nvme-core owns the controller: its last reference frees it (and the
+        // transport) through `free_ctrl`.
+        if let Err(e) = core.add() {
+            core.put();
+            return Err(e);
+        }
+        // SAFETY: the transport lives until `free_ctrl`, which cannot run before the two
+        // references taken by `init` and `add` are dropped below.
+        let t = unsafe { &*raw };
+        match t.probe(pdev) {
+            Ok(()) => {
+                core.put();
+                core.flush_scan();
+                Ok(0)
+            }
+            Err(e) => {
+                core.uninit();
+                core.put();
+                Err(e)
+            }
+        }
+    })
+}
+
+/// # Safety
+///
+/// Called by the PCI core from glue.c's `remove`, with the pointer `probe` stored.
+pub(crate) unsafe fn remove<T: Transport>(t: *mut c_void) {
+    // SAFETY: the controller is alive: the reference `nvme_add_ctrl` took is only dropped by
+    // `uninit` below.
+    let tr = unsafe { transport::<T>(t) };
+    let core = tr.core();
+    tr.remove();
+    // May free the transport: nothing touches it afterwards.
+    core.uninit();
+}
+
+macro_rules! forward {
+    ($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => |$t:ident| $body:expr) => {
+        $(#[$m])*
+        /// # Safety
+        ///
+        /// Called from glue.c with the transport pointer `probe` stored, while the
+        /// controller is alive.
+        pub(crate) unsafe fn $name<T: Transport>(t: *mut c_void $(, $arg: $ty)*) -> $ret {
+            // SAFETY: the caller's promise.
+            let $t = unsafe { transport::<T>(t) };
+            $body
+        }
+    };
+}
+
+forward!(shutdown() -> () => |t| t.shutdown());
+forward!(error_detected(state: c_uint) -> c_uint => |t| {
+    t.error_detected(pci::ChannelState::from_raw(state)).to_raw()
+});
+forward!(slot_reset() -> c_uint => |t| t.slot_reset().to_raw());
+forward!(error_resume() -> () => |t| t.error_resume());
+forward!(reset_prepare() -> () => |t| t.reset_prepare());
+forward!(reset_done() -> () => |t| t.reset_done());
+forward!(suspend() -> c_int => |t| from_result(|| t.suspend().map(|()| 0)));
+forward!(resume() -> c_int => |t| from_result(|| t.resume().map(|()| 0)));
+forward!(simple_suspend() -> c_int => |t| from_result(|| t.simple_suspend().map(|()| 0)));
+forward!(simple_resume() -> c_int => |t| from_result(|| t.simple_resume().map(|()| 0)));
+forward!(submit_async_event() -> () => |t| t.submit_async_event());
+forward!(subsystem_reset() -> c_int => |t| from_result(|| t.subsystem_reset().map(|()| 0)));
+forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admin) as c_ulong);
+forward!(reset_work() -> () => |t| t.reset_work());
+forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
+
+/// # Safety
+///
+/// As for the functions made by `forward!`; `val` is valid for writes.
+pub(crate) unsafe fn reg_read32<T: Transport>(t: *mut c_void, off: u32, val: *mut u32) -> c_int {
+    // SAFETY: the caller's promise.
+    let t = unsafe { transport::<T>(t) };
+    from_result(|| {
+        let v = t.reg_read32(off)?;
+        // SAFETY: `val` is valid for writes (the caller's promise).
+        unsafe { val.write(v) };
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// As for [`reg_read32`].
+pub(crate) unsafe fn reg_read64<T: Transport>(t: *mut c_void, off: u32, val: *mut u64) -> c_int {
+    // SAFETY: the caller's promise.
+    let t = unsafe { transport::<T>(t) };
+    from_result(|| {
+        let v = t.reg_read64(off)?;
+        // SAFETY: `val` is valid for writes (the caller's promise).
+        unsafe { val.write(v) };
+        Ok(0)
+    })
+}
+
+forward!(reg_write32(off: u32, val: u32) -> c_int => |t| {
+    from_result(|| t.reg_write32(off, val).map(|()| 0))
+});
+
+/// # Safety
+///
+/// Called from glue.c's `free_ctrl` with the pointer `probe` stored, once.
+pub(crate) unsafe fn free_ctrl<T: Transport>(t: *mut c_void) {
+    // SAFETY: the pointer came from `KBox::into_raw` in `probe`; nvme-core calls free_ctrl
+    // once, after its last reference is gone, so nothing else uses the transport.
+    drop(unsafe { KBox::from_raw(t.cast::<T>()) });
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`init_hctx`) with a live controller's transport and the hctx's tags.
+pub(crate) unsafe fn init_hctx<T: Transport>(
+    t: *mut c_void,
+    qid: c_uint,
+    tags: *mut bindings::blk_mq_tags,
+) -> *mut c_void {
+    // SAFETY: the caller's promise.
+    let t = unsafe { transport::<T>(t) };
+    let Some(tags) = NonNull::new(tags) else {
+        return core::ptr::null_mut();
+    };
+    // SAFETY: blk-mq's tags of this hardware queue stay valid while the hctx is mapped to it,
+    // and `init_hctx` runs again whenever that changes.
+    let tags = unsafe { blk::Tags::from_raw(tags) };
+    t.queue(qid, tags).map_or(core::ptr::null_mut(), |q| {
+        core::ptr::from_ref(q).cast_mut().cast()
+    })
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`map_queues`) for the I/O tag set of a live controller.
+pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings::blk_mq_tag_set) {
+    // SAFETY: the caller's promise.
+    let t = unsafe { transport::<T>(t) };
+    // SAFETY: blk-mq holds the tag set for the duration of the call.
+    let mut maps = unsafe { blk::QueueMaps::from_raw(set, t.core()) };
+    t.map_queues(&mut maps);
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`queue_rq`) with a queue from [`init_hctx`] and a started-to-be request.
+pub(crate) unsafe fn queue_rq<T: Transport>(
+    q: *mut c_void,
+    rq: *mut bindings::request,
+    last: bool,
+) -> u8 {
+    // SAFETY: the caller's promise.
+    let q = unsafe { queue::<T>(q) };
+    // SAFETY: blk-mq hands the request to the driver: it is ours until we complete it.
+    let rq = unsafe { blk::Request::from_raw(rq) };
+    match T::queue_rq(q, rq, last) {
+        Ok(()) => blk::Status::OK.to_raw(),
+        Err(s) => s.to_raw(),
+    }
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`queue_rqs`) with a list of requests of this tag set.
+pub(crate) unsafe fn queue_rqs<T: Transport>(list: *mut bindings::rq_list) {
+    // SAFETY: blk-mq hands the whole list, of requests of `T`'s I/O tag set, to the driver
+    // for the duration of the call, which the list's lifetime does not exceed.
+    let mut list = unsafe { blk::RqList::<T>::from_raw(list) };
+    T::queue_rqs(&mut list);
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`commit_rqs`) with a queue from [`init_hctx`].
+pub(crate) unsafe fn commit_rqs<T: Transport>(q: *mut c_void) {
+    // SAFETY: the caller's promise.
+    T::commit_rqs(unsafe { queue::<T>(q) });
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`complete`) with a request whose command completed.
+pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
+    // SAFETY: the request is the driver's until it is ended.
+    let rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
+    // SAFETY: the request belongs to a tag set of `T`; the reference ends with the call.
+    let q = unsafe { rq.queue::<T>() };
+    T::complete_rq(q, rq);
+}
+
+/// # Safety
+///
+/// Called from a batch completion, once per request, before blk-mq ends it.
+pub(crate) unsafe fn unmap_rq<T: Transport>(rq: *mut bindings::request) {
+    // SAFETY: the request is the driver's until the batch ends it.
+    let mut rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
+    // SAFETY: the request belongs to a tag set of `T`; the reference ends with the call.
+    let q = unsafe { rq.queue::<T>() };
+    T::unmap_rq(q, &mut rq);
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`timeout`) with a queue from [`init_hctx`] and one of its requests.
+pub(crate) unsafe fn timeout<T: Transport>(q: *mut c_void, rq: *mut bindings::request) -> bool {
+    // SAFETY: the caller's promise.
+    let q = unsafe { queue::<T>(q) };
+    // SAFETY: the timeout handler holds the request for the duration of the call, while
+    // the command may still complete; `InFlight` gives no access to the transport's data.
+    let rq = unsafe { blk::InFlight::from_raw(rq) };
+    // SAFETY: the request belongs to a live controller of transport `T`.
+    let t = unsafe { transport::<T>(rq.transport_ptr()) };
+    t.timeout(q, rq)
+}
+
+/// # Safety
+///
+/// Called by blk-mq (`poll`) with a queue from [`init_hctx`] and a batch, or a null batch.
+pub(crate) unsafe fn poll<T: Transport>(
+    q: *mut c_void,
+    iob: *mut bindings::io_comp_batch,
+) -> c_int {
+    // SAFETY: the caller's promise.
+    let q = unsafe { queue::<T>(q) };
+    // SAFETY: the batch, when given, is valid for the duration of the call.
+    let mut batch = unsafe { blk::Batch::from_raw(iob) };
+    T::poll(q, &mut batch)
+}
+
+/// # Safety
+///
+/// Called from glue.c when a Delete SQ/CQ command sent with this queue ends.
+pub(crate) unsafe fn delete_done<T: Transport>(q: *mut c_void, error: u8) {
+    // SAFETY: the queue was passed to `nva_submit_delete_queue` by the live controller, which
+    // waits for this call before it goes on.
+    T::delete_done(unsafe { queue::<T>(q) }, error != 0);
+}
+
+/// Defines one `nva_rust_*` function for [`transport!`](crate::transport).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __nva_export {
+    ($t:ty, $name:ident => $target:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        /// # Safety
+        ///
+        /// Called by glue.c only, as the function of `sys::entry` it forwards to requires.
+        #[no_mangle]
+        unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: glue.c calls each entry as the function of `sys::entry` it forwards to
+            // documents.
+            unsafe { $crate::sys::entry::$target::<$t>($($arg),*) }
+        }
+    };
+}
+
+/// Defines the `nva_rust_*` functions glue.c calls, for the transport `$t`.
+#[macro_export]
+macro_rules! transport {
+    ($t:ty) => {
+        const _: () = {
+            use kernel::bindings::{blk_mq_tag_set, blk_mq_tags, io_comp_batch, pci_dev, request, rq_list};
+            use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
+            use $crate::__nva_export as export;
+
+            export!($t, nva_rust_probe => probe(pdev: *mut pci_dev, quirks: c_ulong) -> c_int);
+            export!($t, nva_rust_remove => remove(t: *mut c_void) -> ());
+            export!($t, nva_rust_shutdown => shutdown(t: *mut c_void) -> ());
+            export!($t, nva_rust_error_detected => error_detected(t: *mut c_void, s: c_uint) -> c_uint);
+            export!($t, nva_rust_slot_reset => slot_reset(t: *mut c_void) -> c_uint);
+            export!($t, nva_rust_error_resume => error_resume(t: *mut c_void) -> ());
+            export!($t, nva_rust_reset_prepare => reset_prepare(t: *mut c_void) -> ());
+            export!($t, nva_rust_reset_done => reset_done(t: *mut c_void) -> ());
+            export!($t, nva_rust_suspend => suspend(t: *mut c_void) -> c_int);
+            export!($t, nva_rust_resume => resume(t: *mut c_void) -> c_int);
+            export!($t, nva_rust_simple_suspend => simple_suspend(t: *mut c_void) -> c_int);
+            export!($t, nva_rust_simple_resume => simple_resume(t: *mut c_void) -> c_int);
+            export!($t, nva_rust_reg_read32 => reg_read32(t: *mut c_void, o: u32, v: *mut u32) -> c_int);
+            export!($t, nva_rust_reg_write32 => reg_write32(t: *mut c_void, o: u32, v: u32) -> c_int);
+            export!($t, nva_rust_reg_read64 => reg_read64(t: *mut c_void, o: u32, v: *mut u64) -> c_int);
+            export!($t, nva_rust_free_ctrl => free_ctrl(t: *mut c_void) -> ());
+            export!($t, nva_rust_submit_async_event => submit_async_event(t: *mut c_void) -> ());
+            export!($t, nva_rust_subsystem_reset => subsystem_reset(t: *mut c_void) -> c_int);
+            export!($t, nva_rust_virt_boundary => virt_boundary(t: *mut c_void, a: bool) -> c_ulong);
+            export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
+            export!($t, nva_rust_init_hctx => init_hctx(
+                t: *mut c_void, qid: c_uint, tags: *mut blk_mq_tags) -> *mut c_void);
+            export!($t, nva_rust_queue_rq => queue_rq(
+                q: *mut c_void, rq: *mut request, last: bool) -> u8);
+            export!($t, nva_rust_queue_rqs => queue_rqs(l: *mut rq_list) -> ());
+            export!($t, nva_rust_commit_rqs => commit_rqs(q: *mut c_void) -> ());
+            export!($t, nva_rust_complete_rq => complete_rq(rq: *mut request) -> ());
+            export!($t, nva_rust_unmap_rq => unmap_rq(rq: *mut request) -> ());
+            export!($t, nva_rust_timeout => timeout(q: *mut c_void, rq: *mut request) -> bool);
+            export!($t, nva_rust_poll => poll(q: *mut c_void, iob: *mut io_comp_batch) -> c_int);
+            export!($t, nva_rust_map_queues => map_queues(
+                t: *mut c_void, set: *mut blk_mq_tag_set) -> ());
+            export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
+            export!($t, nva_rust_delete_done => delete_done(q: *mut c_void, error: u8) -> ());
+        };
+    };
+}

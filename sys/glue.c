@@ -1,0 +1,1342 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What the Rust side of nvme_adaptive cannot reach by itself: nvme-core's private header
+ * (drivers/nvme/host/nvme.h is not covered by the kernel crate's bindings), the static inline
+ * helpers of nvme-core, blk-mq and the DMA layer, and the C ops tables (PCI driver, nvme-core
+ * controller ops, blk-mq ops) whose entries forward to Rust. No driver logic lives here: every
+ * decision is made in Rust, which reaches this file only through sys/ffi.rs.
+ *
+ * The entries named nva_rust_* are implemented in Rust (sys/entry.rs).
+ */
+
+#include <linux/blk-integrity.h>
+#include <linux/blk-mq-dma.h>
+#include <linux/blk-mq.h>
+#include <linux/completion.h>
+#include <linux/dma-mapping.h>
+#include <linux/dmapool.h>
+#include <linux/interrupt.h>
+#include <linux/mempool.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/pci-p2pdma.h>
+
+#include "nvme.h"
+#include "trace.h"
+#include "glue.h"
+
+/* A controller: nvme-core's part, the two tag sets nvme-core points at, and the Rust side. */
+struct nva_ctrl {
+	struct nvme_ctrl ctrl;
+	struct blk_mq_tag_set tagset;
+	struct blk_mq_tag_set admin_tagset;
+	struct pci_dev *pdev;
+	/* The Rust controller, from probe until free_ctrl. */
+	void *transport;
+};
+
+/*
+ * Per-request data. nvme-core's part comes first (nvme_req() is the PDU itself), then the
+ * command it builds and the DMA mapping state of the block layer's iterators, then the Rust
+ * part, whose size Rust gives when the tag set is allocated.
+ */
+struct nva_iod {
+	struct nvme_request req;
+	struct nvme_command cmd;
+	struct dma_iova_state dma_state;
+	struct dma_iova_state meta_dma_state;
+	struct blk_dma_iter iter;
+	u64 rust[];
+};
+
+/* One mapped DMA range, as the iterators hand them out. */
+struct nva_dma_seg {
+	u64 addr;
+	u32 len;
+	u8 status;
+	/* enum pci_p2pdma_map_type of the mapping. */
+	u8 p2p;
+};
+
+/* Implemented in Rust. */
+int nva_rust_probe(struct pci_dev *pdev, unsigned long quirks);
+void nva_rust_remove(void *t);
+void nva_rust_shutdown(void *t);
+unsigned int nva_rust_error_detected(void *t, unsigned int state);
+unsigned int nva_rust_slot_reset(void *t);
+void nva_rust_error_resume(void *t);
+void nva_rust_reset_prepare(void *t);
+void nva_rust_reset_done(void *t);
+int nva_rust_suspend(void *t);
+int nva_rust_resume(void *t);
+int nva_rust_simple_suspend(void *t);
+int nva_rust_simple_resume(void *t);
+int nva_rust_reg_read32(void *t, u32 off, u32 *val);
+int nva_rust_reg_write32(void *t, u32 off, u32 val);
+int nva_rust_reg_read64(void *t, u32 off, u64 *val);
+void nva_rust_free_ctrl(void *t);
+void nva_rust_submit_async_event(void *t);
+int nva_rust_subsystem_reset(void *t);
+unsigned long nva_rust_virt_boundary(void *t, bool is_admin);
+void nva_rust_reset_work(void *t);
+void *nva_rust_init_hctx(void *t, unsigned int qid, struct blk_mq_tags *tags);
+blk_status_t nva_rust_queue_rq(void *q, struct request *rq, bool last);
+void nva_rust_queue_rqs(struct rq_list *rqlist);
+void nva_rust_commit_rqs(void *q);
+void nva_rust_complete_rq(struct request *rq);
+void nva_rust_unmap_rq(struct request *rq);
+bool nva_rust_timeout(void *q, struct request *rq);
+int nva_rust_poll(void *q, struct io_comp_batch *iob);
+void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
+void nva_rust_abort_done(void *t, u16 status);
+void nva_rust_delete_done(void *q, blk_status_t error);
+
+static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
+{
+	return container_of(ctrl, struct nva_ctrl, ctrl);
+}
+
+static struct nva_iod *iod_of(struct request *rq)
+{
+	return blk_mq_rq_to_pdu(rq);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Constants Rust needs from nvme-core's header and the block layer.
+ */
+const int nva_state_new = NVME_CTRL_NEW;
+const int nva_state_live = NVME_CTRL_LIVE;
+const int nva_state_resetting = NVME_CTRL_RESETTING;
+const int nva_state_connecting = NVME_CTRL_CONNECTING;
+const int nva_state_deleting = NVME_CTRL_DELETING;
+const int nva_state_deleting_noio = NVME_CTRL_DELETING_NOIO;
+const int nva_state_dead = NVME_CTRL_DEAD;
+
+const unsigned long nva_quirk_qdepth_one = NVME_QUIRK_QDEPTH_ONE;
+const unsigned long nva_quirk_shared_tags = NVME_QUIRK_SHARED_TAGS;
+const unsigned long nva_quirk_128_bytes_sqes = NVME_QUIRK_128_BYTES_SQES;
+const unsigned long nva_quirk_single_vector = NVME_QUIRK_SINGLE_VECTOR;
+const unsigned long nva_quirk_broken_msi = NVME_QUIRK_BROKEN_MSI;
+const unsigned long nva_quirk_medium_prio_sq = NVME_QUIRK_MEDIUM_PRIO_SQ;
+const unsigned long nva_quirk_dma_address_bits_48 = NVME_QUIRK_DMA_ADDRESS_BITS_48;
+const unsigned long nva_quirk_dmapool_align_512 = NVME_QUIRK_DMAPOOL_ALIGN_512;
+const unsigned long nva_quirk_simple_suspend = NVME_QUIRK_SIMPLE_SUSPEND;
+
+const unsigned int nva_aq_depth = NVME_AQ_DEPTH;
+const unsigned int nva_aq_blk_mq_depth = NVME_AQ_BLK_MQ_DEPTH;
+const unsigned int nva_hctx_type_default = HCTX_TYPE_DEFAULT;
+const unsigned int nva_hctx_type_read = HCTX_TYPE_READ;
+const unsigned int nva_hctx_type_poll = HCTX_TYPE_POLL;
+const unsigned int nva_p2p_none = PCI_P2PDMA_MAP_NONE;
+const unsigned int nva_p2p_bus_addr = PCI_P2PDMA_MAP_BUS_ADDR;
+const unsigned int nva_p2p_thru_host_bridge = PCI_P2PDMA_MAP_THRU_HOST_BRIDGE;
+const unsigned int nva_ers_can_recover = PCI_ERS_RESULT_CAN_RECOVER;
+const unsigned int nva_ers_need_reset = PCI_ERS_RESULT_NEED_RESET;
+const unsigned int nva_ers_disconnect = PCI_ERS_RESULT_DISCONNECT;
+const unsigned int nva_ers_recovered = PCI_ERS_RESULT_RECOVERED;
+const unsigned int nva_channel_normal = pci_channel_io_normal;
+const unsigned int nva_channel_frozen = pci_channel_io_frozen;
+const u8 nva_sts_ioerr = BLK_STS_IOERR;
+const u8 nva_sts_resource = BLK_STS_RESOURCE;
+const u8 nva_sts_again = BLK_STS_AGAIN;
+
+/* ---------------------------------------------------------------------------------------
+ * The controller: allocation, nvme-core calls and fields.
+ */
+static const struct nvme_ctrl_ops nva_ctrl_ops;
+static void nva_reset_work(struct work_struct *work);
+
+/* A controller not yet known to nvme-core; nva_ctrl_init hands it over. */
+struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev)
+{
+	struct nva_ctrl *c = kzalloc_node(sizeof(*c), GFP_KERNEL, dev_to_node(&pdev->dev));
+
+	if (!c)
+		return NULL;
+	INIT_WORK(&c->ctrl.reset_work, nva_reset_work);
+	c->pdev = pci_dev_get(pdev);
+	return c;
+}
+
+/* Frees a controller nva_ctrl_init never succeeded on. */
+void nva_ctrl_free_unused(struct nva_ctrl *c)
+{
+	pci_dev_put(c->pdev);
+	kfree(c);
+}
+
+void nva_ctrl_set_transport(struct nva_ctrl *c, void *t)
+{
+	c->transport = t;
+}
+
+int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks)
+{
+	return nvme_init_ctrl(&c->ctrl, &c->pdev->dev, &nva_ctrl_ops, quirks);
+}
+
+int nva_ctrl_add(struct nva_ctrl *c)
+{
+	return nvme_add_ctrl(&c->ctrl);
+}
+
+void nva_ctrl_uninit(struct nva_ctrl *c)
+{
+	nvme_uninit_ctrl(&c->ctrl);
+}
+
+void nva_ctrl_put(struct nva_ctrl *c)
+{
+	nvme_put_ctrl(&c->ctrl);
+}
+
+void nva_ctrl_publish(struct nva_ctrl *c)
+{
+	pci_set_drvdata(c->pdev, c);
+}
+
+void nva_ctrl_unpublish(struct nva_ctrl *c)
+{
+	pci_set_drvdata(c->pdev, NULL);
+}
+
+struct device *nva_ctrl_device(struct nva_ctrl *c)
+{
+	return c->ctrl.device;
+}
+
+int nva_ctrl_instance(struct nva_ctrl *c)
+{
+	return c->ctrl.instance;
+}
+
+int nva_ctrl_state(struct nva_ctrl *c)
+{
+	return nvme_ctrl_state(&c->ctrl);
+}
+
+bool nva_ctrl_change_state(struct nva_ctrl *c, int state)
+{
+	return nvme_change_ctrl_state(&c->ctrl, state);
+}
+
+bool nva_ctrl_state_terminal(struct nva_ctrl *c)
+{
+	return nvme_state_terminal(&c->ctrl);
+}
+
+unsigned long nva_ctrl_quirks(struct nva_ctrl *c)
+{
+	return c->ctrl.quirks;
+}
+
+void nva_ctrl_set_cap(struct nva_ctrl *c, u64 cap)
+{
+	c->ctrl.cap = cap;
+}
+
+/* Queues with memory, admin included: nvme-core sizes the I/O tag set from it. */
+void nva_ctrl_set_queue_count_field(struct nva_ctrl *c, u32 n)
+{
+	c->ctrl.queue_count = n;
+}
+
+void nva_ctrl_set_sqsize(struct nva_ctrl *c, u16 sqsize)
+{
+	c->ctrl.sqsize = sqsize;
+}
+
+void nva_ctrl_set_limits(struct nva_ctrl *c, u32 max_hw_sectors, u32 max_segments,
+			 u32 max_integrity_segments)
+{
+	c->ctrl.max_hw_sectors = max_hw_sectors;
+	c->ctrl.max_segments = max_segments;
+	c->ctrl.max_integrity_segments = max_integrity_segments;
+}
+
+void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n)
+{
+	c->ctrl.max_integrity_segments = n;
+}
+
+void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node)
+{
+	c->ctrl.numa_node = node;
+}
+
+bool nva_ctrl_enabled(struct nva_ctrl *c)
+{
+	return c->ctrl.ctrl_config & NVME_CC_ENABLE;
+}
+
+bool nva_ctrl_shut_down(struct nva_ctrl *c)
+{
+	return c->ctrl.ctrl_config & NVME_CC_SHN_NORMAL;
+}
+
+bool nva_ctrl_dbbuf_supported(struct nva_ctrl *c)
+{
+	return c->ctrl.oacs & NVME_CTRL_OACS_DBBUF_SUPP;
+}
+
+bool nva_ctrl_sgl_supported(struct nva_ctrl *c)
+{
+	return nvme_ctrl_sgl_supported(&c->ctrl);
+}
+
+bool nva_ctrl_meta_sgl_supported(struct nva_ctrl *c)
+{
+	return nvme_ctrl_meta_sgl_supported(&c->ctrl);
+}
+
+u8 nva_ctrl_npss(struct nva_ctrl *c)
+{
+	return c->ctrl.npss;
+}
+
+void nva_ctrl_clear_npss(struct nva_ctrl *c)
+{
+	c->ctrl.npss = 0;
+}
+
+unsigned long nva_ctrl_admin_timeout(struct nva_ctrl *c)
+{
+	return c->ctrl.admin_timeout;
+}
+
+bool nva_ctrl_has_io_tagset(struct nva_ctrl *c)
+{
+	return c->ctrl.tagset;
+}
+
+unsigned int nva_ctrl_io_tagset_maps(struct nva_ctrl *c)
+{
+	return c->ctrl.tagset ? c->ctrl.tagset->nr_maps : 0;
+}
+
+bool nva_ctrl_has_admin_queue(struct nva_ctrl *c)
+{
+	return c->ctrl.admin_q;
+}
+
+bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c)
+{
+	return c->ctrl.admin_q && !blk_queue_dying(c->ctrl.admin_q);
+}
+
+int nva_ctrl_enable(struct nva_ctrl *c)
+{
+	return nvme_enable_ctrl(&c->ctrl);
+}
+
+int nva_ctrl_disable(struct nva_ctrl *c, bool shutdown)
+{
+	return nvme_disable_ctrl(&c->ctrl, shutdown);
+}
+
+int nva_ctrl_init_finish(struct nva_ctrl *c, bool was_suspended)
+{
+	return nvme_init_ctrl_finish(&c->ctrl, was_suspended);
+}
+
+void nva_ctrl_start(struct nva_ctrl *c)
+{
+	nvme_start_ctrl(&c->ctrl);
+}
+
+void nva_ctrl_stop(struct nva_ctrl *c)
+{
+	nvme_stop_ctrl(&c->ctrl);
+}
+
+void nva_ctrl_flush_scan(struct nva_ctrl *c)
+{
+	flush_work(&c->ctrl.scan_work);
+}
+
+void nva_ctrl_flush_reset(struct nva_ctrl *c)
+{
+	flush_work(&c->ctrl.reset_work);
+}
+
+bool nva_ctrl_wait_reset(struct nva_ctrl *c)
+{
+	return nvme_wait_reset(&c->ctrl);
+}
+
+int nva_ctrl_try_sched_reset(struct nva_ctrl *c)
+{
+	return nvme_try_sched_reset(&c->ctrl);
+}
+
+void nva_ctrl_start_freeze(struct nva_ctrl *c)
+{
+	nvme_start_freeze(&c->ctrl);
+}
+
+void nva_ctrl_wait_freeze(struct nva_ctrl *c)
+{
+	nvme_wait_freeze(&c->ctrl);
+}
+
+int nva_ctrl_wait_freeze_timeout(struct nva_ctrl *c)
+{
+	return nvme_wait_freeze_timeout(&c->ctrl);
+}
+
+void nva_ctrl_unfreeze(struct nva_ctrl *c)
+{
+	nvme_unfreeze(&c->ctrl);
+}
+
+void nva_ctrl_quiesce_io(struct nva_ctrl *c)
+{
+	nvme_quiesce_io_queues(&c->ctrl);
+}
+
+void nva_ctrl_unquiesce_io(struct nva_ctrl *c)
+{
+	nvme_unquiesce_io_queues(&c->ctrl);
+}
+
+void nva_ctrl_quiesce_admin(struct nva_ctrl *c)
+{
+	nvme_quiesce_admin_queue(&c->ctrl);
+}
+
+void nva_ctrl_unquiesce_admin(struct nva_ctrl *c)
+{
+	nvme_unquiesce_admin_queue(&c->ctrl);
+}
+
+void nva_ctrl_sync_queues(struct nva_ctrl *c)
+{
+	nvme_sync_queues(&c->ctrl);
+}
+
+void nva_ctrl_mark_namespaces_dead(struct nva_ctrl *c)
+{
+	nvme_mark_namespaces_dead(&c->ctrl);
+}
+
+void nva_ctrl_remove_namespaces(struct nva_ctrl *c)
+{
+	nvme_remove_namespaces(&c->ctrl);
+}
+
+void nva_ctrl_cancel_tagset(struct nva_ctrl *c)
+{
+	nvme_cancel_tagset(&c->ctrl);
+}
+
+void nva_ctrl_cancel_admin_tagset(struct nva_ctrl *c)
+{
+	nvme_cancel_admin_tagset(&c->ctrl);
+}
+
+int nva_ctrl_set_queue_count(struct nva_ctrl *c, int *count)
+{
+	return nvme_set_queue_count(&c->ctrl, count);
+}
+
+int nva_ctrl_get_features(struct nva_ctrl *c, unsigned int fid, u32 *result)
+{
+	return nvme_get_features(&c->ctrl, fid, 0, NULL, 0, result);
+}
+
+int nva_ctrl_set_features(struct nva_ctrl *c, unsigned int fid, u32 value)
+{
+	return nvme_set_features(&c->ctrl, fid, value, NULL, 0, NULL);
+}
+
+/* Submits an admin command and waits: < 0 an error, > 0 the NVMe status, 0 success. */
+int nva_ctrl_submit_sync(struct nva_ctrl *c, const void *cmd)
+{
+	struct nvme_command copy;
+
+	memcpy(&copy, cmd, sizeof(copy));
+	return nvme_submit_sync_cmd(c->ctrl.admin_q, &copy, NULL, 0);
+}
+
+void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result)
+{
+	union nvme_result res = { .u64 = (__force __le64)result };
+
+	nvme_complete_async_event(&c->ctrl, (__force __le16)status, &res);
+}
+
+bool nva_is_aen_cid(u16 qid, u16 cid)
+{
+	return nvme_is_aen_req(qid, cid);
+}
+
+/* Takes one of the controller's abort slots; false when all are in use. */
+bool nva_ctrl_abort_limit_take(struct nva_ctrl *c)
+{
+	if (atomic_dec_return(&c->ctrl.abort_limit) >= 0)
+		return true;
+	atomic_inc(&c->ctrl.abort_limit);
+	return false;
+}
+
+void nva_ctrl_abort_limit_put(struct nva_ctrl *c)
+{
+	atomic_inc(&c->ctrl.abort_limit);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tag sets and blk-mq.
+ */
+static const struct blk_mq_ops nva_mq_admin_ops;
+static const struct blk_mq_ops nva_mq_ops;
+
+static size_t iod_size(size_t rust_size)
+{
+	return sizeof(struct nva_iod) + rust_size;
+}
+
+int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size)
+{
+	return nvme_alloc_admin_tag_set(&c->ctrl, &c->admin_tagset, &nva_mq_admin_ops,
+					iod_size(rust_iod_size));
+}
+
+void nva_remove_admin_tag_set(struct nva_ctrl *c)
+{
+	nvme_remove_admin_tag_set(&c->ctrl);
+}
+
+int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size)
+{
+	return nvme_alloc_io_tag_set(&c->ctrl, &c->tagset, &nva_mq_ops, nr_maps,
+				     iod_size(rust_iod_size));
+}
+
+void nva_remove_io_tag_set(struct nva_ctrl *c)
+{
+	if (c->tagset.tags)
+		nvme_remove_io_tag_set(&c->ctrl);
+	c->ctrl.tagset = NULL;
+}
+
+void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr)
+{
+	blk_mq_update_nr_hw_queues(&c->tagset, nr);
+}
+
+/* Sets the queue counts of map @type of a tag set being mapped. */
+void nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues,
+		 unsigned int queue_offset)
+{
+	set->map[type].nr_queues = nr_queues;
+	set->map[type].queue_offset = queue_offset;
+}
+
+unsigned int nva_map_count(struct blk_mq_tag_set *set)
+{
+	return set->nr_maps;
+}
+
+void nva_map_hw_queues(struct nva_ctrl *c, struct blk_mq_tag_set *set, unsigned int type,
+		       unsigned int vector_offset)
+{
+	blk_mq_map_hw_queues(&set->map[type], &c->pdev->dev, vector_offset);
+}
+
+void nva_map_queues_plain(struct blk_mq_tag_set *set, unsigned int type)
+{
+	blk_mq_map_queues(&set->map[type]);
+}
+
+/* The request behind command identifier @cid, if its generation matches. */
+struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
+{
+	return nvme_find_rq(tags, cid);
+}
+
+/*
+ * Records a completion on its request. Returns true when nothing more is to be done here (the
+ * request completes on another CPU, or fault injection dropped the completion).
+ */
+bool nva_try_complete_req(struct request *rq, u16 status, u64 result)
+{
+	union nvme_result res = { .u64 = (__force __le64)result };
+
+	return nvme_try_complete_req(rq, (__force __le16)status, res);
+}
+
+static void nva_complete_batch(struct io_comp_batch *iob)
+{
+	nvme_complete_batch(iob, nva_rust_unmap_rq);
+}
+
+/* Adds a completed request to @iob; false when it must be completed on its own. */
+bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob)
+{
+	return blk_mq_add_to_batch(rq, iob, nvme_req(rq)->status != NVME_SC_SUCCESS,
+				   nva_complete_batch);
+}
+
+void nva_end_batch(struct io_comp_batch *iob)
+{
+	if (!rq_list_empty(&iob->req_list))
+		iob->complete(iob);
+}
+
+size_t nva_comp_batch_size(void)
+{
+	return sizeof(struct io_comp_batch);
+}
+
+void nva_comp_batch_init(struct io_comp_batch *iob)
+{
+	memset(iob, 0, sizeof(*iob));
+}
+
+void nva_complete_rq(struct request *rq)
+{
+	nvme_complete_rq(rq);
+}
+
+void nva_trace_sq(struct request *rq, u16 sq_head, u16 sq_tail)
+{
+	trace_nvme_sq(rq, (__force __le16)sq_head, sq_tail);
+}
+
+struct request *nva_rq_list_pop(struct rq_list *list)
+{
+	return rq_list_pop(list);
+}
+
+void nva_rq_list_add_tail(struct rq_list *list, struct request *rq)
+{
+	rq_list_add_tail(list, rq);
+}
+
+void nva_rq_list_init(struct rq_list *list)
+{
+	rq_list_init(list);
+}
+
+size_t nva_rq_list_size(void)
+{
+	return sizeof(struct rq_list);
+}
+
+void *nva_rq_queue(struct request *rq)
+{
+	return rq->mq_hctx->driver_data;
+}
+
+void *nva_rq_transport(struct request *rq)
+{
+	return to_nva(nvme_req(rq)->ctrl)->transport;
+}
+
+void *nva_rq_rust(struct request *rq)
+{
+	return iod_of(rq)->rust;
+}
+
+void *nva_rq_cmd(struct request *rq)
+{
+	return &iod_of(rq)->cmd;
+}
+
+bool nva_rq_check_ready(struct request *rq)
+{
+	return nvme_check_ready(nvme_req(rq)->ctrl, rq, true);
+}
+
+blk_status_t nva_rq_fail_nonready(struct request *rq)
+{
+	return nvme_fail_nonready_command(nvme_req(rq)->ctrl, rq);
+}
+
+blk_status_t nva_rq_setup_cmd(struct request *rq)
+{
+	return nvme_setup_cmd(rq->q->queuedata, rq);
+}
+
+void nva_rq_cleanup_cmd(struct request *rq)
+{
+	nvme_cleanup_cmd(rq);
+}
+
+void nva_rq_start(struct request *rq)
+{
+	nvme_start_request(rq);
+}
+
+int nva_rq_tag(struct request *rq)
+{
+	return rq->tag;
+}
+
+u16 nva_rq_cid(struct request *rq)
+{
+	return nvme_cid(rq);
+}
+
+u8 nva_rq_opcode(struct request *rq)
+{
+	return nvme_req(rq)->cmd->common.opcode;
+}
+
+const char *nva_rq_op_name(struct request *rq)
+{
+	return blk_op_str(req_op(rq));
+}
+
+unsigned int nva_rq_bytes(struct request *rq)
+{
+	return blk_rq_bytes(rq);
+}
+
+unsigned int nva_rq_payload_bytes(struct request *rq)
+{
+	return blk_rq_payload_bytes(rq);
+}
+
+unsigned short nva_rq_nr_phys_segments(struct request *rq)
+{
+	return blk_rq_nr_phys_segments(rq);
+}
+
+unsigned short nva_rq_nr_integrity_segments(struct request *rq)
+{
+	return rq->nr_integrity_segments;
+}
+
+bool nva_rq_has_integrity(struct request *rq)
+{
+	return blk_integrity_rq(rq);
+}
+
+bool nva_rq_is_user_cmd(struct request *rq)
+{
+	return nvme_req(rq)->flags & NVME_REQ_USERCMD;
+}
+
+void nva_rq_mark_cancelled(struct request *rq)
+{
+	nvme_req(rq)->flags |= NVME_REQ_CANCELLED;
+}
+
+bool nva_rq_gaps_within_page(struct request *rq)
+{
+	return req_phys_gap_mask(rq) & (NVME_CTRL_PAGE_SIZE - 1);
+}
+
+bool nva_rq_in_flight(struct request *rq)
+{
+	return blk_mq_rq_state(rq) == MQ_RQ_IN_FLIGHT;
+}
+
+/* Sends an admin Abort for @rq's command without waiting; its end calls nva_rust_abort_done. */
+static enum rq_end_io_ret nva_abort_end(struct request *req, blk_status_t error,
+					const struct io_comp_batch *iob)
+{
+	struct nva_ctrl *c = to_nva(nvme_req(req)->ctrl);
+
+	nva_rust_abort_done(c->transport, nvme_req(req)->status);
+	blk_mq_free_request(req);
+	return RQ_END_IO_NONE;
+}
+
+int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid)
+{
+	struct nvme_command cmd = { };
+	struct request *abort_req;
+
+	cmd.abort.opcode = nvme_admin_abort_cmd;
+	cmd.abort.cid = nvme_cid(rq);
+	cmd.abort.sqid = cpu_to_le16(sqid);
+	abort_req = blk_mq_alloc_request(c->ctrl.admin_q, nvme_req_op(&cmd), BLK_MQ_REQ_NOWAIT);
+	if (IS_ERR(abort_req))
+		return PTR_ERR(abort_req);
+	nvme_init_request(abort_req, &cmd);
+	abort_req->end_io = nva_abort_end;
+	abort_req->end_io_data = NULL;
+	blk_execute_rq_nowait(abort_req, false);
+	return 0;
+}
+
+/* Sends Delete SQ or CQ @qid without waiting; its end calls nva_rust_delete_done(@q). */
+static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error,
+					 const struct io_comp_batch *iob)
+{
+	nva_rust_delete_done(req->end_io_data, error);
+	blk_mq_free_request(req);
+	return RQ_END_IO_NONE;
+}
+
+int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid, void *q)
+{
+	struct nvme_command cmd = { };
+	struct request *req;
+
+	cmd.delete_queue.opcode = opcode;
+	cmd.delete_queue.qid = cpu_to_le16(qid);
+	req = blk_mq_alloc_request(c->ctrl.admin_q, nvme_req_op(&cmd), BLK_MQ_REQ_NOWAIT);
+	if (IS_ERR(req))
+		return PTR_ERR(req);
+	nvme_init_request(req, &cmd);
+	req->end_io = nva_delete_end;
+	req->end_io_data = q;
+	blk_execute_rq_nowait(req, false);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * DMA mapping of request data and metadata, with the block layer's iterators.
+ */
+static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
+{
+	seg->addr = iter->addr;
+	seg->len = iter->len;
+	seg->status = iter->status;
+	seg->p2p = iter->p2pdma.map;
+}
+
+/* The first (and only) data segment: its offset in its page, its length, whether it is p2p. */
+void nva_rq_first_bvec(struct request *rq, u32 *offset, u32 *len, bool *p2p)
+{
+	struct bio_vec bv = req_bvec(rq);
+
+	*offset = bv.bv_offset;
+	*len = bv.bv_len;
+	*p2p = is_pci_p2pdma_page(bv.bv_page);
+}
+
+/* Maps the first data segment; false when the mapping failed. */
+bool nva_map_first_bvec(struct request *rq, struct device *dev, u64 *addr)
+{
+	struct bio_vec bv = req_bvec(rq);
+	dma_addr_t dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
+
+	if (dma_mapping_error(dev, dma))
+		return false;
+	*addr = dma;
+	return true;
+}
+
+void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len)
+{
+	dma_unmap_page(dev, addr, len, rq_dma_dir(rq));
+}
+
+bool nva_dma_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
+{
+	struct nva_iod *iod = iod_of(rq);
+	bool ok = blk_rq_dma_map_iter_start(rq, dev, &iod->dma_state, &iod->iter);
+
+	seg_from_iter(seg, &iod->iter);
+	return ok;
+}
+
+bool nva_dma_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
+{
+	struct nva_iod *iod = iod_of(rq);
+	bool ok = blk_rq_dma_map_iter_next(rq, dev, &iod->iter);
+
+	seg_from_iter(seg, &iod->iter);
+	return ok;
+}
+
+bool nva_dma_coalesced(struct request *rq)
+{
+	return blk_rq_dma_map_coalesce(&iod_of(rq)->dma_state);
+}
+
+/* Whether every segment mapped by the iterator must be unmapped one by one. */
+bool nva_dma_need_unmap_each(struct request *rq, struct device *dev, u8 p2p)
+{
+	return !dma_use_iova(&iod_of(rq)->dma_state) && dma_need_unmap(dev) &&
+	       p2p != PCI_P2PDMA_MAP_BUS_ADDR;
+}
+
+/* Unmaps what the iterator mapped as a whole; false when each segment must be unmapped. */
+bool nva_dma_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p)
+{
+	return blk_rq_dma_unmap(rq, dev, &iod_of(rq)->dma_state, len, p2p);
+}
+
+void nva_dma_unmap_phys(struct request *rq, struct device *dev, u64 addr, u32 len, u8 p2p)
+{
+	dma_unmap_phys(dev, addr, len, rq_dma_dir(rq),
+		       p2p == PCI_P2PDMA_MAP_THRU_HOST_BRIDGE ? DMA_ATTR_MMIO : 0);
+}
+
+bool nva_meta_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
+{
+	struct nva_iod *iod = iod_of(rq);
+	bool ok = blk_rq_integrity_dma_map_iter_start(rq, dev, &iod->meta_dma_state, &iod->iter);
+
+	seg_from_iter(seg, &iod->iter);
+	return ok;
+}
+
+bool nva_meta_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
+{
+	struct nva_iod *iod = iod_of(rq);
+	bool ok = blk_rq_integrity_dma_map_iter_next(rq, dev, &iod->iter);
+
+	seg_from_iter(seg, &iod->iter);
+	return ok;
+}
+
+bool nva_meta_coalesced(struct request *rq)
+{
+	return blk_rq_dma_map_coalesce(&iod_of(rq)->meta_dma_state);
+}
+
+bool nva_meta_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p)
+{
+	return blk_rq_dma_unmap(rq, dev, &iod_of(rq)->meta_dma_state, len, p2p);
+}
+
+/* The metadata of a request with one integrity segment: its length and whether it is p2p. */
+void nva_rq_integrity_bvec(struct request *rq, u32 *len, bool *p2p)
+{
+	struct bio_vec bv = rq_integrity_vec(rq);
+
+	*len = bv.bv_len;
+	*p2p = is_pci_p2pdma_page(bv.bv_page);
+}
+
+bool nva_map_integrity_bvec(struct request *rq, struct device *dev, u64 *addr)
+{
+	struct bio_vec bv = rq_integrity_vec(rq);
+	dma_addr_t dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
+
+	if (dma_mapping_error(dev, dma))
+		return false;
+	*addr = dma;
+	return true;
+}
+
+/* Pools of arrays of saved DMA ranges, for unmapping PRP data segment by segment. */
+mempool_t *nva_vec_pool_create(size_t size, int node)
+{
+	return mempool_create_node(1, mempool_kmalloc, mempool_kfree, (void *)size,
+				   GFP_KERNEL, node);
+}
+
+void *nva_vec_pool_alloc(mempool_t *pool)
+{
+	return mempool_alloc(pool, GFP_ATOMIC);
+}
+
+void nva_vec_pool_free(mempool_t *pool, void *p)
+{
+	mempool_free(p, pool);
+}
+
+void nva_vec_pool_destroy(mempool_t *pool)
+{
+	mempool_destroy(pool);
+}
+
+struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size,
+				     size_t align)
+{
+	return dma_pool_create_node(name, &pdev->dev, size, align, 0, dev_to_node(&pdev->dev));
+}
+
+void *nva_dma_pool_alloc(struct dma_pool *pool, u64 *dma)
+{
+	dma_addr_t addr;
+	void *p = dma_pool_alloc(pool, GFP_ATOMIC, &addr);
+
+	*dma = addr;
+	return p;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * PCI and interrupts.
+ */
+int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok)
+{
+	struct irq_affinity affd = { .pre_vectors = 1 };
+	unsigned int flags = PCI_IRQ_ALL_TYPES;
+
+	if (!msi_ok)
+		flags &= ~PCI_IRQ_MSI;
+	if (!spread)
+		return pci_alloc_irq_vectors(pdev, 1, max, flags);
+	return pci_alloc_irq_vectors_affinity(pdev, 1, max, flags | PCI_IRQ_AFFINITY, &affd);
+}
+
+bool nva_pci_is_enabled(struct pci_dev *pdev)
+{
+	return pci_is_enabled(pdev);
+}
+
+bool nva_pci_msix_enabled(struct pci_dev *pdev)
+{
+	return pdev->msix_enabled;
+}
+
+bool nva_pci_channel_offline(struct pci_dev *pdev)
+{
+	return pci_channel_offline(pdev);
+}
+
+bool nva_pci_error_state_normal(struct pci_dev *pdev)
+{
+	return pdev->error_state == pci_channel_io_normal;
+}
+
+bool nva_pci_disconnected(struct pci_dev *pdev)
+{
+	return pci_dev_is_disconnected(pdev);
+}
+
+unsigned int nva_possible_queues(void)
+{
+	return blk_mq_num_possible_queues(0);
+}
+
+const char *nva_pci_name(struct pci_dev *pdev)
+{
+	return pci_name(pdev);
+}
+
+/* Forgets the saved config space, so that the PCI core controls the device's power. */
+void nva_pci_discard_saved_state(struct pci_dev *pdev)
+{
+	pci_load_saved_state(pdev, NULL);
+}
+
+int nva_pci_numa_node(struct pci_dev *pdev)
+{
+	return dev_to_node(&pdev->dev);
+}
+
+/* Whether a system suspend keeps the device powered, with its link in a low-power state. */
+bool nva_pci_keeps_context_in_suspend(struct pci_dev *pdev)
+{
+	return pci_suspend_retains_context(pdev) && pcie_aspm_enabled(pdev);
+}
+
+u64 nva_dma_opt_mapping_size(struct pci_dev *pdev)
+{
+	return dma_opt_mapping_size(&pdev->dev);
+}
+
+int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask)
+{
+	int ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(mask_bits));
+
+	if (ret)
+		return ret;
+	dma_set_min_align_mask(&pdev->dev, min_align_mask);
+	dma_set_max_seg_size(&pdev->dev, 0xffffffff);
+	return 0;
+}
+
+void nva_init_completion(struct completion *x)
+{
+	init_completion(x);
+}
+
+size_t nva_completion_size(void)
+{
+	return sizeof(struct completion);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The ops tables.
+ */
+static int nva_reg_read32(struct nvme_ctrl *ctrl, u32 off, u32 *val)
+{
+	return nva_rust_reg_read32(to_nva(ctrl)->transport, off, val);
+}
+
+static int nva_reg_write32(struct nvme_ctrl *ctrl, u32 off, u32 val)
+{
+	return nva_rust_reg_write32(to_nva(ctrl)->transport, off, val);
+}
+
+static int nva_reg_read64(struct nvme_ctrl *ctrl, u32 off, u64 *val)
+{
+	return nva_rust_reg_read64(to_nva(ctrl)->transport, off, val);
+}
+
+static void nva_free_ctrl(struct nvme_ctrl *ctrl)
+{
+	struct nva_ctrl *c = to_nva(ctrl);
+
+	if (c->transport)
+		nva_rust_free_ctrl(c->transport);
+	pci_dev_put(c->pdev);
+	kfree(c);
+}
+
+static void nva_submit_async_event(struct nvme_ctrl *ctrl)
+{
+	nva_rust_submit_async_event(to_nva(ctrl)->transport);
+}
+
+static int nva_subsystem_reset(struct nvme_ctrl *ctrl)
+{
+	return nva_rust_subsystem_reset(to_nva(ctrl)->transport);
+}
+
+static int nva_get_address(struct nvme_ctrl *ctrl, char *buf, int size)
+{
+	return snprintf(buf, size, "%s\n", dev_name(&to_nva(ctrl)->pdev->dev));
+}
+
+static void nva_print_device_info(struct nvme_ctrl *ctrl)
+{
+	struct pci_dev *pdev = to_nva(ctrl)->pdev;
+	struct nvme_subsystem *subsys = ctrl->subsys;
+
+	dev_err(ctrl->device, "VID:DID %04x:%04x model:%.*s firmware:%.*s\n",
+		pdev->vendor, pdev->device,
+		nvme_strlen(subsys->model, sizeof(subsys->model)), subsys->model,
+		nvme_strlen(subsys->firmware_rev, sizeof(subsys->firmware_rev)),
+		subsys->firmware_rev);
+}
+
+static bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl)
+{
+	return dma_pci_p2pdma_supported(&to_nva(ctrl)->pdev->dev);
+}
+
+static unsigned long nva_get_virt_boundary(struct nvme_ctrl *ctrl, bool is_admin)
+{
+	return nva_rust_virt_boundary(to_nva(ctrl)->transport, is_admin);
+}
+
+static const struct attribute_group *nva_dev_attr_groups[] = {
+	&nvme_dev_attrs_group,
+	&nvme_dev_diag_attrs_group,
+	NULL,
+};
+
+static const struct nvme_ctrl_ops nva_ctrl_ops = {
+	.name = "pcie",
+	.module = THIS_MODULE,
+	.flags = NVME_F_METADATA_SUPPORTED,
+	.dev_attr_groups = nva_dev_attr_groups,
+	.reg_read32 = nva_reg_read32,
+	.reg_write32 = nva_reg_write32,
+	.reg_read64 = nva_reg_read64,
+	.free_ctrl = nva_free_ctrl,
+	.submit_async_event = nva_submit_async_event,
+	.subsystem_reset = nva_subsystem_reset,
+	.get_address = nva_get_address,
+	.print_device_info = nva_print_device_info,
+	.supports_pci_p2pdma = nva_supports_pci_p2pdma,
+	.get_virt_boundary = nva_get_virt_boundary,
+};
+
+static void nva_reset_work(struct work_struct *work)
+{
+	nva_rust_reset_work(container_of(work, struct nva_ctrl, ctrl.reset_work)->transport);
+}
+
+static int nva_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int qid)
+{
+	void *q = nva_rust_init_hctx(to_nva(data)->transport, qid, hctx->tags);
+
+	if (!q)
+		return -EINVAL;
+	hctx->driver_data = q;
+	return 0;
+}
+
+static int nva_admin_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int hctx_idx)
+{
+	return nva_init_hctx(hctx, data, 0);
+}
+
+static int nva_io_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int hctx_idx)
+{
+	return nva_init_hctx(hctx, data, hctx_idx + 1);
+}
+
+static int nva_init_request(struct blk_mq_tag_set *set, struct request *req,
+			    unsigned int hctx_idx, int numa_node)
+{
+	nvme_req(req)->ctrl = set->driver_data;
+	nvme_req(req)->cmd = &iod_of(req)->cmd;
+	return 0;
+}
+
+static blk_status_t nva_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd)
+{
+	return nva_rust_queue_rq(hctx->driver_data, bd->rq, bd->last);
+}
+
+static void nva_commit_rqs(struct blk_mq_hw_ctx *hctx)
+{
+	nva_rust_commit_rqs(hctx->driver_data);
+}
+
+static enum blk_eh_timer_return nva_timeout(struct request *req)
+{
+	return nva_rust_timeout(req->mq_hctx->driver_data, req) ? BLK_EH_RESET_TIMER : BLK_EH_DONE;
+}
+
+static int nva_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
+{
+	return nva_rust_poll(hctx->driver_data, iob);
+}
+
+static void nva_map_queues(struct blk_mq_tag_set *set)
+{
+	nva_rust_map_queues(to_nva(set->driver_data)->transport, set);
+}
+
+static const struct blk_mq_ops nva_mq_admin_ops = {
+	.queue_rq = nva_queue_rq,
+	.complete = nva_rust_complete_rq,
+	.commit_rqs = nva_commit_rqs,
+	.init_hctx = nva_admin_init_hctx,
+	.init_request = nva_init_request,
+	.timeout = nva_timeout,
+};
+
+static const struct blk_mq_ops nva_mq_ops = {
+	.queue_rq = nva_queue_rq,
+	.queue_rqs = nva_rust_queue_rqs,
+	.complete = nva_rust_complete_rq,
+	.commit_rqs = nva_commit_rqs,
+	.init_hctx = nva_io_init_hctx,
+	.init_request = nva_init_request,
+	.map_queues = nva_map_queues,
+	.timeout = nva_timeout,
+	.poll = nva_poll,
+};
+
+/*
+ * The stock driver's table (quirks per device, then every NVMe controller by class), taken from
+ * the pci.c of the kernel being built against (see the Makefile), for the quirks only: the
+ * driver has no ID table, so it never binds a controller by itself, only one whose
+ * driver_override names it (tools/nvme-bind).
+ */
+static const struct pci_device_id nva_quirk_table[] = {
+#include "nvme_pci_ids.h"
+};
+
+/* The stock driver's quirks for @pdev. */
+static unsigned long nva_table_quirks(struct pci_dev *pdev)
+{
+	const struct pci_device_id *id = pci_match_id(nva_quirk_table, pdev);
+
+	return id ? id->driver_data : 0;
+}
+
+static void *transport_of(struct pci_dev *pdev)
+{
+	return ((struct nva_ctrl *)pci_get_drvdata(pdev))->transport;
+}
+
+static int nva_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	return nva_rust_probe(pdev, nva_table_quirks(pdev));
+}
+
+static void nva_pci_remove(struct pci_dev *pdev)
+{
+	nva_rust_remove(transport_of(pdev));
+}
+
+static void nva_pci_shutdown(struct pci_dev *pdev)
+{
+	nva_rust_shutdown(transport_of(pdev));
+}
+
+static pci_ers_result_t nva_error_detected(struct pci_dev *pdev, pci_channel_state_t state)
+{
+	return (__force pci_ers_result_t)nva_rust_error_detected(transport_of(pdev),
+								 (__force unsigned int)state);
+}
+
+static pci_ers_result_t nva_slot_reset(struct pci_dev *pdev)
+{
+	return (__force pci_ers_result_t)nva_rust_slot_reset(transport_of(pdev));
+}
+
+static void nva_error_resume(struct pci_dev *pdev)
+{
+	nva_rust_error_resume(transport_of(pdev));
+}
+
+static void nva_reset_prepare(struct pci_dev *pdev)
+{
+	nva_rust_reset_prepare(transport_of(pdev));
+}
+
+static void nva_reset_done(struct pci_dev *pdev)
+{
+	nva_rust_reset_done(transport_of(pdev));
+}
+
+static const struct pci_error_handlers nva_err_handler = {
+	.error_detected = nva_error_detected,
+	.slot_reset = nva_slot_reset,
+	.resume = nva_error_resume,
+	.reset_prepare = nva_reset_prepare,
+	.reset_done = nva_reset_done,
+};
+
+#ifdef CONFIG_PM_SLEEP
+static int nva_pm_suspend(struct device *dev)
+{
+	return nva_rust_suspend(transport_of(to_pci_dev(dev)));
+}
+
+static int nva_pm_resume(struct device *dev)
+{
+	return nva_rust_resume(transport_of(to_pci_dev(dev)));
+}
+
+static int nva_pm_simple_suspend(struct device *dev)
+{
+	return nva_rust_simple_suspend(transport_of(to_pci_dev(dev)));
+}
+
+static int nva_pm_simple_resume(struct device *dev)
+{
+	return nva_rust_simple_resume(transport_of(to_pci_dev(dev)));
+}
+
+static const struct dev_pm_ops nva_pm_ops = {
+	.suspend = nva_pm_suspend,
+	.resume = nva_pm_resume,
+	.freeze = nva_pm_simple_suspend,
+	.thaw = nva_pm_simple_resume,
+	.poweroff = nva_pm_simple_suspend,
+	.restore = nva_pm_simple_resume,
+};
+#endif
+
+static struct pci_driver nva_pci_driver = {
+	.name = "nvme_adaptive",
+	.probe = nva_pci_probe,
+	.remove = nva_pci_remove,
+	.shutdown = nva_pci_shutdown,
+#ifdef CONFIG_PM_SLEEP
+	.driver = {
+		.pm = &nva_pm_ops,
+	},
+#endif
+	.err_handler = &nva_err_handler,
+};
+
+int nva_register_driver(void)
+{
+	BUILD_BUG_ON(sizeof(struct nvme_command) != 64);
+	BUILD_BUG_ON(sizeof(struct nvme_completion) != 16);
+	return pci_register_driver(&nva_pci_driver);
+}
+
+void nva_unregister_driver(void)
+{
+	pci_unregister_driver(&nva_pci_driver);
+}

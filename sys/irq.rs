@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Interrupt lines and per-vector masking.
+//!
+//! The kernel crate's `irq::Registration` only accepts vectors from its own allocation (which
+//! cannot ask for managed affinity with a pre-vector) and has no per-vector disable/enable, so
+//! this file wraps `request_irq`/`free_irq` and the masking calls itself. A line lives in a
+//! [`LineSlot`] inside its handler, so that it cannot outlive it.
+
+use core::{ffi::c_void, ptr::NonNull};
+use kernel::{
+    bindings, error::to_result, interrupt::LocalInterruptDisabled, new_mutex, prelude::*,
+    str::CString, sync::Mutex,
+};
+
+/// Something that handles a hard interrupt.
+pub(crate) trait Handler: Sync {
+    /// Runs in hard-IRQ context with local interrupts off. Returns whether the device had
+    /// anything for us (`IRQ_NONE` feeds the kernel's stuck-interrupt detector).
+    fn handle(&self, irqs_off: &LocalInterruptDisabled) -> bool;
+}
+
+/// A Linux interrupt number of one of our vectors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Irq(u32);
+
+impl Irq {
+    pub(crate) const fn new(irq: u32) -> Self {
+        Self(irq)
+    }
+
+    pub(crate) const fn number(self) -> u32 {
+        self.0
+    }
+
+    /// Masks the vector without waiting for its handler: callable from that very handler.
+    pub(crate) fn mask_nosync(self) {
+        // SAFETY: `disable_irq_nosync` accepts any interrupt number and may be called from
+        // interrupt context; callers balance it with `unmask`.
+        unsafe { bindings::disable_irq_nosync(self.0) };
+    }
+
+    /// Masks the vector and waits for a running handler to return. Process context.
+    pub(crate) fn mask(self) {
+        // SAFETY: as above; the caller is not the handler (it would wait for itself).
+        unsafe { bindings::disable_irq(self.0) };
+    }
+
+    /// Undoes one `mask`/`mask_nosync`; a message that arrived while masked is delivered now.
+    pub(crate) fn unmask(self) {
+        // SAFETY: the caller balances it with an earlier mask; `enable_irq` is allowed in
+        // interrupt context for MSI-X.
+        unsafe { bindings::enable_irq(self.0) };
+    }
+
+    /// Waits until a running handler of the vector has returned.
+    pub(crate) fn synchronize(self) {
+        // SAFETY: any interrupt number is accepted.
+        unsafe { bindings::synchronize_irq(self.0) };
+    }
+}
+
+/// A requested interrupt line; freed (after waiting for a running handler) when dropped.
+struct IrqLine {
+    irq: Irq,
+    cookie: NonNull<c_void>,
+    /// Shown in /proc/interrupts; must live as long as the line.
+    _name: CString,
+}
+
+// SAFETY: the line is only freed through the IRQ core, from any CPU.
+unsafe impl Send for IrqLine {}
+
+impl Drop for IrqLine {
+    fn drop(&mut self) {
+        // SAFETY: requested in `LineSlot::request` with this cookie; waits for a running
+        // handler.
+        unsafe { bindings::free_irq(self.irq.0, self.cookie.as_ptr()) };
+    }
+}
+
+/// A handler that keeps its interrupt line in a [`LineSlot`] of its own.
+///
+/// # Safety
+///
+/// `line_slot` returns a field of `Self` that is declared before every field the handler
+/// uses, so that dropping `Self` frees the line (waiting for a running handler) before any of
+/// them goes. Implement it with [`impl_has_irq_line!`](crate::impl_has_irq_line).
+pub(crate) unsafe trait HasIrqLine: Handler + Sized {
+    fn line_slot(&self) -> &LineSlot;
+}
+
+/// Implements [`HasIrqLine`] for `$t` with its field `$field`, which must come before every
+/// field the handler uses.
+#[macro_export]
+macro_rules! impl_has_irq_line {
+    ($t:ty, $field:ident) => {
+        // SAFETY: `$field` is a `LineSlot` field of `$t`; the invocation promises its place.
+        unsafe impl $crate::sys::irq::HasIrqLine for $t {
+            fn line_slot(&self) -> &$crate::sys::irq::LineSlot {
+                &self.$field
+            }
+        }
+    };
+}
+
+/// Where a handler keeps its interrupt line while it has one.
+#[pin_data]
+pub(crate) struct LineSlot {
+    #[pin]
+    line: Mutex<Option<IrqLine>>,
+}
+
+/// # Safety
+///
+/// Called by the IRQ core with the cookie given to `request_irq` in [`LineSlot::request`].
+unsafe extern "C" fn trampoline<H: Handler>(
+    _irq: core::ffi::c_int,
+    cookie: *mut c_void,
+) -> bindings::irqreturn_t {
+    // SAFETY: `cookie` is the handler that owns the line (`HasIrqLine`), valid until
+    // `free_irq`, which its drop calls first.
+    let handler = unsafe { &*cookie.cast::<H>() };
+    // SAFETY: hard-IRQ handlers run with local interrupts disabled.
+    let irqs_off = unsafe { LocalInterruptDisabled::assume_disabled() };
+    if handler.handle(irqs_off) {
+        bindings::irqreturn::IRQ_HANDLED
+    } else {
+        bindings::irqreturn::IRQ_NONE
+    }
+}
+
+impl LineSlot {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            line <- new_mutex!(None),
+        })
+    }
+
+    /// Requests `irq` for `owner`, replacing a line it had. With `eager_mask`, masking writes
+    /// the MSI-X table at once (`IRQ_DISABLE_UNLAZY`) instead of on the next message: a polling
+    /// queue then takes no interrupt at all while masked. Process context.
+    pub(crate) fn request<H: HasIrqLine>(
+        owner: Pin<&H>,
+        irq: Irq,
+        name: CString,
+        eager_mask: bool,
+    ) -> Result {
+        let owner = owner.get_ref();
+        let mut slot = owner.line_slot().line.lock();
+        *slot = None;
+        let cookie = NonNull::from(owner).cast::<c_void>();
+        if eager_mask {
+            // SAFETY: `irq` is a valid interrupt number; only its disable behaviour changes.
+            unsafe { bindings::irq_modify_status(irq.0, 0, bindings::IRQ_DISABLE_UNLAZY as usize) };
+        }
+        // SAFETY: `trampoline::<H>` matches `irq_handler_t`; `cookie` points to the pinned
+        // owner, which frees the line before it goes (`HasIrqLine`); `name` lives as long as
+        // the line.
+        to_result(unsafe {
+            bindings::request_irq(
+                irq.0,
+                Some(trampoline::<H>),
+                0,
+                name.as_char_ptr(),
+                cookie.as_ptr(),
+            )
+        })?;
+        *slot = Some(IrqLine {
+            irq,
+            cookie,
+            _name: name,
+        });
+        Ok(())
+    }
+
+    /// Frees the line, if any, waiting for a running handler. Process context.
+    pub(crate) fn free(&self) {
+        drop(self.line.lock().take());
+    }
+
+    /// The interrupt the line is on, if requested.
+    pub(crate) fn irq(&self) -> Option<Irq> {
+        self.line.lock().as_ref().map(|l| l.irq)
+    }
+}

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The one layer that touches C: every raw binding, every `unsafe` block and the whole
+//! nvme-core interface of the module live here, behind safe types. The transport above it
+//! (`nvme_adaptive.rs`, `queue.rs`, ...) implements [`Transport`] and never sees a raw pointer.
+//!
+//! `glue.c` holds what Rust cannot reach (nvme-core's private header, static inline helpers)
+//! and the C ops tables; `ffi.rs` declares it; `entry.rs` turns the C callbacks into calls of
+//! [`Transport`] methods; the other files wrap one kernel facility each.
+
+pub(crate) mod blk;
+pub(crate) mod debugfs;
+pub(crate) mod dma;
+pub(crate) mod entry;
+mod ffi;
+pub(crate) mod hrtimer;
+pub(crate) mod irq;
+pub(crate) mod nvme;
+pub(crate) mod params;
+pub(crate) mod pci;
+pub(crate) mod sync;
+
+use kernel::{device::Core, pci::Device as PciDevice, prelude::*};
+
+/// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
+/// nvme-core's controller ops and of the two blk-mq tag sets. `glue.c` holds the C tables and
+/// [`transport!`](crate::transport) generates the functions they call.
+pub(crate) trait Transport: Send + Sync + Sized + 'static {
+    /// What `hctx->driver_data` points to: one queue pair.
+    type Queue: Sync;
+    /// The transport's part of each request's driver data.
+    type Iod: Default + 'static;
+
+    /// The nvme-core controller this transport serves.
+    fn core(&self) -> nvme::Ctrl;
+    /// Makes the transport state of a controller being probed, before nvme-core knows it.
+    fn new(
+        pdev: &PciDevice<Core<'_>>,
+        core: nvme::Ctrl,
+        quirks: nvme::Quirks,
+    ) -> Result<Pin<KBox<Self>>>;
+    /// Brings the controller up, after nvme-core registered it (`nvme_add_ctrl`). On error,
+    /// undoes what it did; nvme-core's part is undone by the caller.
+    fn probe(&self, pdev: &PciDevice<Core<'_>>) -> Result;
+    /// Takes the controller down; nvme-core's part (`nvme_uninit_ctrl`) follows.
+    fn remove(&self);
+    fn shutdown(&self);
+    fn error_detected(&self, state: pci::ChannelState) -> pci::ErsResult;
+    fn slot_reset(&self) -> pci::ErsResult;
+    fn error_resume(&self);
+    fn reset_prepare(&self);
+    fn reset_done(&self);
+    fn suspend(&self) -> Result;
+    fn resume(&self) -> Result;
+    fn simple_suspend(&self) -> Result;
+    fn simple_resume(&self) -> Result;
+
+    fn reg_read32(&self, offset: u32) -> Result<u32>;
+    fn reg_write32(&self, offset: u32, value: u32) -> Result;
+    fn reg_read64(&self, offset: u32) -> Result<u64>;
+    fn submit_async_event(&self);
+    fn subsystem_reset(&self) -> Result;
+    fn virt_boundary(&self, is_admin: bool) -> u64;
+    fn reset_work(&self);
+    /// The queue serving hardware queue `qid` (0: admin), which blk-mq is setting up.
+    fn queue(&self, qid: u32, tags: blk::Tags) -> Option<&Self::Queue>;
+    fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);
+    /// An Abort command sent by [`Transport::timeout`] completed with `status`.
+    fn abort_done(&self, status: u16);
+
+    fn queue_rq(
+        q: &Self::Queue,
+        rq: blk::Request<Self::Iod>,
+        last: bool,
+    ) -> Result<(), blk::Status>;
+    fn queue_rqs(list: &mut blk::RqList<'_, Self>);
+    fn commit_rqs(q: &Self::Queue);
+    /// blk-mq's `complete`: the request's command is done (on this CPU).
+    fn complete_rq(q: &Self::Queue, rq: blk::Request<Self::Iod>);
+    /// Releases a request's data mapping before a batch completion ends it.
+    fn unmap_rq(q: &Self::Queue, rq: &mut blk::Request<Self::Iod>);
+    /// Returns true to give the request more time, false when it was dealt with.
+    fn timeout(&self, q: &Self::Queue, rq: blk::InFlight<Self::Iod>) -> bool;
+    fn poll(q: &Self::Queue, batch: &mut blk::Batch<'_>) -> i32;
+    /// A Delete SQ or CQ command sent for `q` ended.
+    fn delete_done(q: &Self::Queue, error: bool);
+}
+
+/// Registers glue.c's PCI driver (from the module's init; its callbacks reach the transport
+/// [`transport!`](crate::transport) names); the driver goes away with the returned value.
+pub(crate) fn register_driver() -> Result<DriverRegistration> {
+    entry::register()
+}
+
+pub(crate) use entry::DriverRegistration;

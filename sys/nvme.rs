@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! nvme-core's controller (`struct nvme_ctrl`, inside glue.c's `struct nva_ctrl`): its state
+//! machine, the calls a PCI transport makes, and the fields it reads and sets.
+
+use core::ptr::NonNull;
+use kernel::{
+    device::{Core, Device},
+    error::to_result,
+    ffi::{c_int, c_void},
+    pci::Device as PciDevice,
+    prelude::*,
+};
+
+use super::{blk, ffi, Transport};
+use crate::cmd::{Command, Completion};
+
+// The queue entries are the ABI with the controller and with glue.c (`struct nvme_command`
+// and `struct nvme_completion`, whose sizes glue.c checks): DMA rings hold them.
+// SAFETY: `Command` is `repr(C)` plain integers without padding: any bit pattern is valid.
+unsafe impl kernel::transmute::FromBytes for Command {}
+// SAFETY: `Command` is `repr(C)` plain integers without padding.
+unsafe impl kernel::transmute::AsBytes for Command {}
+// SAFETY: `Completion` is `repr(C)` plain integers without padding: any bit pattern is valid.
+unsafe impl kernel::transmute::FromBytes for Completion {}
+// SAFETY: `Completion` is `repr(C)` plain integers without padding.
+unsafe impl kernel::transmute::AsBytes for Completion {}
+
+/// nvme-core's controller states (`enum nvme_ctrl_state`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum State {
+    New,
+    Live,
+    Resetting,
+    Connecting,
+    Deleting,
+    DeletingNoIo,
+    Dead,
+}
+
+impl State {
+    fn to_raw(self) -> c_int {
+        // SAFETY: the constants are initialised statics of glue.c.
+        unsafe {
+            match self {
+                Self::New => ffi::nva_state_new,
+                Self::Live => ffi::nva_state_live,
+                Self::Resetting => ffi::nva_state_resetting,
+                Self::Connecting => ffi::nva_state_connecting,
+                Self::Deleting => ffi::nva_state_deleting,
+                Self::DeletingNoIo => ffi::nva_state_deleting_noio,
+                Self::Dead => ffi::nva_state_dead,
+            }
+        }
+    }
+
+    fn from_raw(raw: c_int) -> Self {
+        [
+            Self::New,
+            Self::Live,
+            Self::Resetting,
+            Self::Connecting,
+            Self::Deleting,
+            Self::DeletingNoIo,
+        ]
+        .into_iter()
+        .find(|s| s.to_raw() == raw)
+        .unwrap_or(Self::Dead)
+    }
+}
+
+/// The quirks the transport itself acts on (nvme-core handles the others).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quirk {
+    QueueDepthOne,
+    SharedTags,
+    Sqes128Bytes,
+    SingleVector,
+    BrokenMsi,
+    MediumPrioritySq,
+    DmaAddressBits48,
+    DmaPoolAlign512,
+    SimpleSuspend,
+}
+
+impl Quirk {
+    fn bit(self) -> u64 {
+        // SAFETY: the constants are initialised statics of glue.c.
+        let bit = unsafe {
+            match self {
+                Self::QueueDepthOne => ffi::nva_quirk_qdepth_one,
+                Self::SharedTags => ffi::nva_quirk_shared_tags,
+                Self::Sqes128Bytes => ffi::nva_quirk_128_bytes_sqes,
+                Self::SingleVector => ffi::nva_quirk_single_vector,
+                Self::BrokenMsi => ffi::nva_quirk_broken_msi,
+                Self::MediumPrioritySq => ffi::nva_quirk_medium_prio_sq,
+                Self::DmaAddressBits48 => ffi::nva_quirk_dma_address_bits_48,
+                Self::DmaPoolAlign512 => ffi::nva_quirk_dmapool_align_512,
+                Self::SimpleSuspend => ffi::nva_quirk_simple_suspend,
+            }
+        };
+        bit as u64
+    }
+}
+
+/// A set of quirks.
+#[derive(Clone, Copy)]
+pub(crate) struct Quirks(u64);
+
+impl Quirks {
+    pub(super) fn from_raw(raw: u64) -> Self {
+        Self(raw)
+    }
+
+    pub(crate) fn has(self, quirk: Quirk) -> bool {
+        self.0 & quirk.bit() != 0
+    }
+}
+
+/// Blk-mq hardware queues: one per possible CPU.
+pub(crate) fn possible_queues() -> u32 {
+    // SAFETY: reads the CPU masks only.
+    unsafe { ffi::nva_possible_queues() }
+}
+
+/// The admin queue's depth, and the command identifier of the asynchronous event request.
+pub(crate) fn admin_queue_depth() -> u16 {
+    // SAFETY: an initialised static of glue.c.
+    unsafe { ffi::nva_aq_depth as u16 }
+}
+
+/// The command identifier nvme-core reserves for the Asynchronous Event Request.
+pub(crate) fn aen_command_id() -> u16 {
+    // SAFETY: an initialised static of glue.c.
+    unsafe { ffi::nva_aq_blk_mq_depth as u16 }
+}
+
+/// Whether completion `cid` on queue `qid` is an asynchronous event (it has no request).
+pub(crate) fn is_aen(qid: u16, cid: u16) -> bool {
+    // SAFETY: a pure function of its arguments.
+    unsafe { ffi::nva_is_aen_cid(qid, cid) }
+}
+
+/// A handle to a controller nvme-core knows (or is about to know).
+///
+/// # Invariants
+///
+/// Points to a `struct nva_ctrl` made by `nva_ctrl_alloc` that outlives every holder of the
+/// handle: handles live inside the transport, which glue.c frees right before the controller.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctrl(NonNull<ffi::NvaCtrl>);
+
+// SAFETY: nvme-core's controller is used from any context and CPU; it serialises what needs it.
+unsafe impl Send for Ctrl {}
+// SAFETY: as above.
+unsafe impl Sync for Ctrl {}
+
+macro_rules! calls {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+        $(
+            $(#[$m])*
+            pub(crate) fn $name(self) {
+                // SAFETY: the controller is valid (type invariant); nvme-core allows the call
+                // from the transport in any state.
+                unsafe { ffi::$ffi(self.raw()) }
+            }
+        )*
+    };
+}
+
+impl Ctrl {
+    pub(super) fn alloc(pdev: &PciDevice<Core<'_>>) -> Result<Self> {
+        let raw = core::ptr::from_ref(pdev)
+            .cast::<kernel::bindings::pci_dev>()
+            .cast_mut();
+        // SAFETY: `pdev` is a live PCI device (it is being probed).
+        let c = unsafe { ffi::nva_ctrl_alloc(raw) };
+        NonNull::new(c).map(Self).ok_or(ENOMEM)
+    }
+
+    pub(super) fn raw(self) -> *mut ffi::NvaCtrl {
+        self.0.as_ptr()
+    }
+
+    /// # Safety
+    ///
+    /// nvme-core never took the controller (`init` was not called, or failed).
+    pub(super) unsafe fn free_unused(self) {
+        // SAFETY: the caller's promise; nothing else holds the controller.
+        unsafe { ffi::nva_ctrl_free_unused(self.raw()) };
+    }
+
+    pub(super) fn set_transport(self, t: *mut c_void) {
+        // SAFETY: the controller is valid; glue.c only stores the pointer.
+        unsafe { ffi::nva_ctrl_set_transport(self.raw(), t) };
+    }
+
+    pub(super) fn init(self, quirks: u64) -> Result {
+        // SAFETY: the controller is valid and not yet initialised.
+        to_result(unsafe { ffi::nva_ctrl_init(self.raw(), quirks as usize) })
+    }
+
+    pub(super) fn add(self) -> Result {
+        // SAFETY: the controller is initialised.
+        to_result(unsafe { ffi::nva_ctrl_add(self.raw()) })
+    }
+
+    calls! {
+        /// Drops the reference the controller was created with.
+        put => nva_ctrl_put;
+        /// Removes the controller's character device; drops the reference `add` took.
+        uninit => nva_ctrl_uninit;
+        /// Waits for the namespace scan `start` queued.
+        flush_scan => nva_ctrl_flush_scan;
+        /// Makes the controller the PCI device's driver data (for the PCI callbacks).
+        publish => nva_ctrl_publish;
+        unpublish => nva_ctrl_unpublish;
+        /// Announces a live controller: namespace scan, asynchronous events.
+        start => nva_ctrl_start;
+        stop => nva_ctrl_stop;
+        flush_reset => nva_ctrl_flush_reset;
+        start_freeze => nva_ctrl_start_freeze;
+        wait_freeze => nva_ctrl_wait_freeze;
+        unfreeze => nva_ctrl_unfreeze;
+        quiesce_io => nva_ctrl_quiesce_io;
+        unquiesce_io => nva_ctrl_unquiesce_io;
+        quiesce_admin => nva_ctrl_quiesce_admin;
+        unquiesce_admin => nva_ctrl_unquiesce_admin;
+        sync_queues => nva_ctrl_sync_queues;
+        mark_namespaces_dead => nva_ctrl_mark_namespaces_dead;
+        remove_namespaces => nva_ctrl_remove_namespaces;
+        cancel_tagset => nva_ctrl_cancel_tagset;
+        cancel_admin_tagset => nva_ctrl_cancel_admin_tagset;
+        clear_npss => nva_ctrl_clear_npss;
+        remove_admin_tag_set => nva_remove_admin_tag_set;
+        remove_io_tag_set => nva_remove_io_tag_set;
+        abort_limit_put => nva_ctrl_abort_limit_put;
+    }
+
+    /// The controller's character device (`nvmeN`), for messages.
+    pub(crate) fn device(&self) -> &Device {
+        // SAFETY: the character device is set up by `init` and lives as long as the controller
+        // (type invariant); `Device` is a transparent wrapper of `struct device`.
+        unsafe { &*ffi::nva_ctrl_device(self.raw()).cast::<Device>() }
+    }
+
+    /// The `N` of `nvmeN`.
+    pub(crate) fn instance(self) -> u32 {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_instance(self.raw()) as u32 }
+    }
+
+    pub(crate) fn state(self) -> State {
+        // SAFETY: the controller is valid.
+        State::from_raw(unsafe { ffi::nva_ctrl_state(self.raw()) })
+    }
+
+    /// Moves to `state` if nvme-core's state machine allows it from the current one.
+    pub(crate) fn change_state(self, state: State) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_change_state(self.raw(), state.to_raw()) }
+    }
+
+    /// In a state the controller never leaves for live again.
+    pub(crate) fn is_terminal(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_state_terminal(self.raw()) }
+    }
+
+    pub(crate) fn has_quirk(self, quirk: Quirk) -> bool {
+        // SAFETY: the controller is valid.
+        Quirks(unsafe { ffi::nva_ctrl_quirks(self.raw()) } as u64).has(quirk)
+    }
+
+    pub(crate) fn set_cap(self, cap: u64) {
+        // SAFETY: the controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_cap(self.raw(), cap) }
+    }
+
+    /// Tells nvme-core how many queues have memory (admin included); it sizes the I/O tag set
+    /// from that (`ctrl.queue_count`).
+    pub(crate) fn set_allocated_queues(self, n: u32) {
+        // SAFETY: the controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_queue_count_field(self.raw(), n) }
+    }
+
+    /// The I/O queue size nvme-core gives its tag sets, 0's based.
+    pub(crate) fn set_sqsize(self, sqsize: u16) {
+        // SAFETY: the controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_sqsize(self.raw(), sqsize) }
+    }
+
+    pub(crate) fn set_limits(self, max_hw_sectors: u32, max_segments: u32, max_integrity: u32) {
+        // SAFETY: the controller is valid; the transport owns these fields.
+        unsafe { ffi::nva_ctrl_set_limits(self.raw(), max_hw_sectors, max_segments, max_integrity) }
+    }
+
+    pub(crate) fn set_max_integrity_segments(self, n: u32) {
+        // SAFETY: the controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_max_integrity_segments(self.raw(), n) }
+    }
+
+    pub(crate) fn set_numa_node(self, node: i32) {
+        // SAFETY: the controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_numa_node(self.raw(), node) }
+    }
+
+    /// Whether nvme-core last wrote CC with EN set.
+    pub(crate) fn is_enabled(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_enabled(self.raw()) }
+    }
+
+    /// Whether nvme-core last shut the controller down with a normal shutdown notification.
+    pub(crate) fn was_shut_down(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_shut_down(self.raw()) }
+    }
+
+    /// Whether the controller offers shadow doorbells (Doorbell Buffer Config).
+    pub(crate) fn supports_dbbuf(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_dbbuf_supported(self.raw()) }
+    }
+
+    pub(crate) fn supports_sgl(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_sgl_supported(self.raw()) }
+    }
+
+    pub(crate) fn supports_meta_sgl(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_meta_sgl_supported(self.raw()) }
+    }
+
+    /// The highest power state (Identify Controller NPSS).
+    pub(crate) fn npss(self) -> u8 {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_npss(self.raw()) }
+    }
+
+    /// nvme-core's admin command timeout, in jiffies.
+    pub(crate) fn admin_timeout(self) -> usize {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_admin_timeout(self.raw()) as usize }
+    }
+
+    pub(crate) fn has_io_tag_set(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_has_io_tagset(self.raw()) }
+    }
+
+    /// How many queue maps the I/O tag set was made with (0 without one).
+    pub(crate) fn io_tag_set_maps(self) -> u32 {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_io_tagset_maps(self.raw()) }
+    }
+
+    /// Whether the admin request queue exists.
+    pub(crate) fn has_admin_queue(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_has_admin_queue(self.raw()) }
+    }
+
+    /// Whether the admin request queue exists and is not being torn down.
+    pub(crate) fn admin_queue_usable(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_admin_queue_usable(self.raw()) }
+    }
+
+    /// Sets CC (EN included) and waits for CSTS.RDY, as nvme-core does it.
+    pub(crate) fn enable(self) -> Result {
+        // SAFETY: the controller is valid; nvme-core serialises register access itself.
+        to_result(unsafe { ffi::nva_ctrl_enable(self.raw()) })
+    }
+
+    /// Clears CC.EN, or with `shutdown` sends a normal shutdown notification, and waits.
+    pub(crate) fn disable(self, shutdown: bool) -> Result {
+        // SAFETY: the controller is valid.
+        to_result(unsafe { ffi::nva_ctrl_disable(self.raw(), shutdown) })
+    }
+
+    /// Identifies the controller and sets up what nvme-core derives from it.
+    pub(crate) fn init_finish(self, was_suspended: bool) -> Result {
+        // SAFETY: the controller is valid and its admin queue is live.
+        to_result(unsafe { ffi::nva_ctrl_init_finish(self.raw(), was_suspended) })
+    }
+
+    /// Waits while a reset is in progress; false if the controller left for a terminal state.
+    pub(crate) fn wait_reset(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_wait_reset(self.raw()) }
+    }
+
+    /// Queues the reset work of a controller in the resetting state.
+    pub(crate) fn try_sched_reset(self) -> Result {
+        // SAFETY: the controller is valid.
+        to_result(unsafe { ffi::nva_ctrl_try_sched_reset(self.raw()) })
+    }
+
+    /// Waits up to the I/O timeout for entered requests to finish; false if time ran out.
+    pub(crate) fn wait_freeze_timeout(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_wait_freeze_timeout(self.raw()) > 0 }
+    }
+
+    /// Asks for `count` I/O queues (Set Features, Number of Queues); returns how many the
+    /// controller grants (0 when it refuses, leaving an admin-only controller).
+    pub(crate) fn set_queue_count(self, count: u32) -> Result<u32> {
+        let mut n = count as c_int;
+        // SAFETY: the controller is valid and `n` is valid for writes.
+        to_result(unsafe { ffi::nva_ctrl_set_queue_count(self.raw(), &mut n) })?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Get Features `fid`: the NVMe status (0 is success) and the result dword.
+    pub(crate) fn get_features(self, fid: u32) -> Result<(u32, u32)> {
+        let mut result = 0;
+        // SAFETY: the controller is valid and `result` is valid for writes.
+        let ret = unsafe { ffi::nva_ctrl_get_features(self.raw(), fid, &mut result) };
+        to_result(ret.min(0))?;
+        Ok((ret as u32, result))
+    }
+
+    /// Set Features `fid` to `value`: the NVMe status (0 is success).
+    pub(crate) fn set_features(self, fid: u32, value: u32) -> Result<u32> {
+        // SAFETY: the controller is valid.
+        let ret = unsafe { ffi::nva_ctrl_set_features(self.raw(), fid, value) };
+        to_result(ret.min(0))?;
+        Ok(ret as u32)
+    }
+
+    /// Runs an admin command and waits for it: the NVMe status (0 is success).
+    pub(crate) fn submit_sync(self, cmd: &Command) -> Result<u32> {
+        // SAFETY: the controller is valid; `cmd` is a 64-byte NVMe command (glue.c checks the
+        // size of `struct nvme_command` at build time) that glue.c copies before use.
+        let ret = unsafe { ffi::nva_ctrl_submit_sync(self.raw(), core::ptr::from_ref(cmd).cast()) };
+        to_result(ret.min(0))?;
+        Ok(ret as u32)
+    }
+
+    /// Hands the completion of an Asynchronous Event Request to nvme-core.
+    pub(crate) fn complete_aen(self, status: u16, result: u64) {
+        // SAFETY: the controller is valid; nvme-core allows this from interrupt context.
+        unsafe { ffi::nva_ctrl_complete_aen(self.raw(), status, result) }
+    }
+
+    /// Takes one of the controller's Abort slots (Identify ACL); false when none is left.
+    pub(crate) fn abort_limit_take(self) -> bool {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_abort_limit_take(self.raw()) }
+    }
+
+    /// Makes the admin tag set; requests carry a `P` for the transport.
+    pub(crate) fn alloc_admin_tag_set<P>(self) -> Result {
+        blk::check_pdu::<P>();
+        // SAFETY: the controller is valid; the size covers the transport's part of the PDU.
+        to_result(unsafe { ffi::nva_alloc_admin_tag_set(self.raw(), core::mem::size_of::<P>()) })
+    }
+
+    /// Makes the I/O tag set with `nr_maps` queue maps; requests carry a `P`.
+    pub(crate) fn alloc_io_tag_set<P>(self, nr_maps: u32) -> Result {
+        blk::check_pdu::<P>();
+        // SAFETY: the controller is valid; the size covers the transport's part of the PDU.
+        to_result(unsafe {
+            ffi::nva_alloc_io_tag_set(self.raw(), nr_maps, core::mem::size_of::<P>())
+        })
+    }
+
+    /// Changes the number of hardware queues of the I/O tag set (frozen queues only).
+    pub(crate) fn update_nr_hw_queues(self, nr: u32) {
+        // SAFETY: the controller is valid and has an I/O tag set.
+        unsafe { ffi::nva_update_nr_hw_queues(self.raw(), nr) }
+    }
+
+    /// Sends an Abort for `rq`'s command on queue `sqid`, without waiting; the transport's
+    /// `abort_done` runs when it completes.
+    pub(crate) fn submit_abort<P>(self, rq: &blk::Request<P>, sqid: u16) -> Result {
+        // SAFETY: the controller is valid; `rq` is in flight on this controller.
+        to_result(unsafe { ffi::nva_submit_abort(self.raw(), rq.raw(), sqid) })
+    }
+
+    /// Sends Delete I/O SQ (`opcode` 0) or CQ (4) for `qid` without waiting; the transport's
+    /// `delete_done` runs with `q` when it ends.
+    pub(crate) fn submit_delete_queue<T: Transport>(
+        self,
+        opcode: u8,
+        qid: u16,
+        q: &T::Queue,
+    ) -> Result {
+        let q = core::ptr::from_ref(q).cast_mut().cast::<c_void>();
+        // SAFETY: the controller is valid; `q` belongs to the transport, which outlives the
+        // admin tag set the command runs on, so it is valid when `delete_done` gets it.
+        to_result(unsafe { ffi::nva_submit_delete_queue(self.raw(), opcode, qid, q) })
+    }
+}

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PCI function of a controller: enabling it, its BAR, interrupt vectors, error recovery
+//! states, and DMA setup.
+//!
+//! The kernel crate ties these to the probe and unbind callbacks; an NVMe transport also
+//! disables and re-enables the function from reset work and error recovery, so [`Function`]
+//! wraps the C calls for any context the driver is bound in.
+
+use kernel::{
+    bindings,
+    device::{self, Core},
+    error::to_result,
+    io::Io,
+    pci::{Bar, Device as PciDevice, DevresBar},
+    prelude::*,
+    str::CStr,
+    sync::aref::ARef,
+};
+
+use super::ffi;
+
+/// PCI error recovery: what happened to the link (`pci_channel_state_t`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChannelState {
+    Normal,
+    Frozen,
+    PermanentFailure,
+}
+
+impl ChannelState {
+    pub(super) fn from_raw(raw: u32) -> Self {
+        // SAFETY: initialised statics of glue.c.
+        let (normal, frozen) = unsafe { (ffi::nva_channel_normal, ffi::nva_channel_frozen) };
+        if raw == normal {
+            Self::Normal
+        } else if raw == frozen {
+            Self::Frozen
+        } else {
+            Self::PermanentFailure
+        }
+    }
+}
+
+/// PCI error recovery: what the driver asks for (`pci_ers_result_t`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErsResult {
+    CanRecover,
+    NeedReset,
+    Disconnect,
+    Recovered,
+}
+
+impl ErsResult {
+    pub(super) fn to_raw(self) -> u32 {
+        // SAFETY: initialised statics of glue.c.
+        unsafe {
+            match self {
+                Self::CanRecover => ffi::nva_ers_can_recover,
+                Self::NeedReset => ffi::nva_ers_need_reset,
+                Self::Disconnect => ffi::nva_ers_disconnect,
+                Self::Recovered => ffi::nva_ers_recovered,
+            }
+        }
+    }
+}
+
+/// The controller's PCI function, usable while the driver is bound to it.
+#[derive(Clone)]
+pub(crate) struct Function(ARef<PciDevice>);
+
+macro_rules! pci_calls {
+    ($($(#[$m:meta])* $name:ident -> $ty:ty = $call:expr;)*) => {
+        $(
+            $(#[$m])*
+            pub(crate) fn $name(&self) -> $ty {
+                let pdev = self.raw();
+                // SAFETY: `pdev` is a live PCI device (the reference is counted); these calls
+                // are allowed in any sleeping context while a driver is bound.
+                unsafe { $call(pdev) }
+            }
+        )*
+    };
+}
+
+impl Function {
+    pub(crate) fn new(pdev: &PciDevice<Core<'_>>) -> Self {
+        let pdev: &PciDevice = pdev;
+        Self(pdev.into())
+    }
+
+    pub(super) fn raw(&self) -> *mut bindings::pci_dev {
+        core::ptr::from_ref(&*self.0)
+            .cast::<bindings::pci_dev>()
+            .cast_mut()
+    }
+
+    /// The generic device, for messages and DMA.
+    pub(crate) fn dev(&self) -> &device::Device {
+        self.0.as_ref()
+    }
+
+    pub(super) fn dma_dev(&self) -> *mut bindings::device {
+        core::ptr::from_ref(self.dev())
+            .cast::<bindings::device>()
+            .cast_mut()
+    }
+
+    pub(crate) fn vendor_id(&self) -> u16 {
+        self.0.vendor_id().as_raw()
+    }
+
+    pub(crate) fn device_id(&self) -> u16 {
+        self.0.device_id()
+    }
+
+    pub(crate) fn enable_mem(&self) -> Result {
+        // SAFETY: `pdev` is live; enabling is refcounted by the PCI core.
+        to_result(unsafe { bindings::pci_enable_device_mem(self.raw()) })
+    }
+
+    pci_calls! {
+        set_master -> () = bindings::pci_set_master;
+        /// Disables the function (memory decoding and bus mastering off).
+        disable -> () = bindings::pci_disable_device;
+        is_enabled -> bool = ffi::nva_pci_is_enabled;
+        /// Whether the device still answers on the bus.
+        is_present -> bool = bindings::pci_device_is_present;
+        is_error_state_normal -> bool = ffi::nva_pci_error_state_normal;
+        /// PCI error recovery is in progress on the link.
+        is_channel_offline -> bool = ffi::nva_pci_channel_offline;
+        is_disconnected -> bool = ffi::nva_pci_disconnected;
+        save_state -> () = |p| { bindings::pci_save_state(p); };
+        restore_state -> () = bindings::pci_restore_state;
+        msix_enabled -> bool = ffi::nva_pci_msix_enabled;
+        numa_node -> i32 = ffi::nva_pci_numa_node;
+        /// Whether a system suspend leaves the device powered with its link in a low-power state.
+        keeps_context_in_suspend -> bool = ffi::nva_pci_keeps_context_in_suspend;
+        dma_opt_mapping_size -> u64 = ffi::nva_dma_opt_mapping_size;
+        /// Frees the interrupt vectors (every interrupt on them must be freed first).
+        free_irq_vectors -> () = bindings::pci_free_irq_vectors;
+        /// Forgets the saved config space, so that the PCI core controls the device's power.
+        discard_saved_state -> () = ffi::nva_pci_discard_saved_state;
+    }
+
+    /// The PCI address, as `dddd:bb:dd.f`.
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: `pdev` is live; its name lives as long as the device.
+        unsafe { CStr::from_char_ptr(ffi::nva_pci_name(self.raw())) }
+    }
+
+    /// Resets the function with a Function Level Reset.
+    pub(crate) fn reset_flr(&self) -> Result {
+        // SAFETY: `pdev` is live; the caller holds the device in a state it may reset.
+        to_result(unsafe { bindings::pcie_reset_flr(self.raw(), false) })
+    }
+
+    pub(crate) fn read_config_word(&self, offset: u16) -> Result<u16> {
+        let mut v = 0;
+        // SAFETY: `pdev` is live and `v` valid for writes.
+        let ret = unsafe { bindings::pci_read_config_word(self.raw(), offset.into(), &mut v) };
+        if ret != 0 {
+            return Err(EIO);
+        }
+        Ok(v)
+    }
+
+    /// Sets the DMA mask (`bits` wide), keeps bounce buffers aligned like the data within
+    /// `min_align_mask`, and allows segments of any size.
+    pub(crate) fn dma_setup(&self, bits: u32, min_align_mask: u32) -> Result {
+        // SAFETY: `pdev` is live and being probed.
+        to_result(unsafe { ffi::nva_dma_setup(self.raw(), bits, min_align_mask) })
+    }
+
+    /// Allocates between 1 and `max` interrupt vectors (MSI-X, else MSI if `msi_ok`, else
+    /// INTx); with `spread`, vectors after the first get managed affinity over the CPUs.
+    pub(crate) fn alloc_irq_vectors(&self, max: u32, spread: bool, msi_ok: bool) -> Result<u32> {
+        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first).
+        let n = unsafe { ffi::nva_alloc_irq_vectors(self.raw(), max, spread, msi_ok) };
+        to_result(n.min(0))?;
+        Ok(n as u32)
+    }
+
+    /// The Linux interrupt number of vector `index`.
+    pub(crate) fn irq_vector(&self, index: u32) -> Result<u32> {
+        // SAFETY: `pdev` is live; the PCI core checks `index` against the allocated vectors.
+        let irq = unsafe { bindings::pci_irq_vector(self.raw(), index) };
+        to_result(irq.min(0))?;
+        Ok(irq as u32)
+    }
+}
+
+/// The controller's registers (BAR0), revoked when the driver unbinds.
+pub(crate) struct Regs {
+    bar: DevresBar,
+}
+
+impl Regs {
+    /// Maps BAR0 whole (registers, doorbells, MSI-X table).
+    pub(crate) fn map(pdev: &PciDevice<Core<'_>>) -> Result<Self> {
+        let bar: Bar<'_> = pdev.iomap_region(0, c"nvme")?;
+        Ok(Self {
+            bar: bar.into_devres()?,
+        })
+    }
+
+    pub(crate) fn read32(&self, offset: usize) -> Result<u32> {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        (&*bar).try_read32(offset)
+    }
+
+    pub(crate) fn write32(&self, offset: usize, value: u32) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        (&*bar).try_write32(value, offset)
+    }
+
+    /// A 64-bit register, read low half first (as `lo_hi_readq`).
+    pub(crate) fn read64(&self, offset: usize) -> Result<u64> {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        let lo = (&*bar).try_read32(offset)?;
+        let hi = (&*bar).try_read32(offset + 4)?;
+        Ok(u64::from(hi) << 32 | u64::from(lo))
+    }
+
+    /// A 64-bit register, written low half first (as `lo_hi_writeq`).
+    pub(crate) fn write64(&self, offset: usize, value: u64) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        (&*bar).try_write32(value as u32, offset)?;
+        (&*bar).try_write32((value >> 32) as u32, offset + 4)
+    }
+
+    /// The mapped size; 0 once revoked.
+    pub(crate) fn size(&self) -> usize {
+        self.bar.try_access().map_or(0, |bar| (&*bar).size())
+    }
+}
