@@ -151,6 +151,15 @@ class Restore(RestoreTree):
 class UnboundDevice(RestoreTree):
     driver = "none"
 
+    def test_release_clears_a_pending_override(self):
+        # Unbound, but set to bind to nvme_adaptive when it loads: "none" must clear that.
+        override = os.path.join(self.sys, "bus/pci/devices", fixtures.ADDR, "driver_override")
+        fixtures.write(override, "nvme_adaptive")
+        run = self.nvme_bind(fixtures.ADDR, "none")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(override) as f:
+            self.assertEqual(f.read().strip(), "")
+
     def test_unbound_device_stays_unbound(self):
         r = hardware.Restorer([fixtures.ADDR], self.fake, sys_root=self.sys, proc_modules=self.modules)
         self.assertEqual(r.original, {fixtures.ADDR: "none"})
