@@ -1,4 +1,4 @@
-# Helpers for the guest test suites (busybox sh). Sourced by /guest/run.
+# Helpers for the guest test suites (bash, Debian userspace). Sourced by /guest/run.
 # Every check reports one line "NVA-RESULT PASS|FAIL|SKIP suite/name [: detail]".
 
 MODDIR=/lib/modules
@@ -45,15 +45,25 @@ CTRL_NULL=0000:00:04.0   # null-co backend: fast, reads zeroes, drops writes
 CTRL_FILE=0000:00:05.0   # raw file backend: data survives, for integrity checks
 CTRL_MULTI=0000:00:06.0  # namespaces: 1 with 512 B blocks, 2 with 4 KiB, 3 with a bad sector
 CTRL_SLOW=0000:00:07.0   # file backend throttled (2000 commands/s, 300 on the debug kernel)
+CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root port)
 
 load_stock() {
     grep -q '^nvme ' /proc/modules && return 0
     insmod "$MODDIR/nvme-core.ko" && insmod "$MODDIR/nvme.ko" "$@"
 }
 
+# Loads the modules nvme_adaptive.ko depends on (its .modinfo "depends", e.g. nvme-core), from
+# /lib/modules.
+load_deps() {
+    for dep in $(modinfo -F depends "$NVA_KO" | tr , ' '); do
+        grep -q "^${dep//-/_} " /proc/modules || insmod "$MODDIR/$dep.ko" || return 1
+    done
+}
+
+# Loads nvme_adaptive (after what it depends on) with the parameters given.
 load_adaptive() {
     grep -q '^nvme_adaptive ' /proc/modules && return 0
-    insmod "$NVA_KO" "$@"
+    load_deps && insmod "$NVA_KO" "$@"
 }
 
 unload_adaptive() {
@@ -86,7 +96,7 @@ wait_for() {
     while ! "$@" >/dev/null 2>&1; do
         tries=$((tries - 1))
         [ "$tries" -gt 0 ] || return 1
-        usleep 100000
+        sleep 0.1
     done
 }
 
@@ -112,11 +122,45 @@ disk_of() {
     return 1
 }
 
+# limit SECONDS WHAT COMMAND...: runs COMMAND, killed with SIGKILL after SECONDS (coreutils
+# timeout then exits 137). A kill fails the check, naming WHAT; otherwise COMMAND's status.
+limit() {
+    secs=$1 what=$2
+    shift 2
+    timeout -s KILL "$secs" "$@"
+    rc=$?
+    [ $rc != 137 ] || fail "$what: still running after $secs s, killed"
+    return $rc
+}
+
+# Lines of the kernel log matching the basic regular expression $1 (compare counts taken before
+# and after an action, rather than the last lines: other messages may come in between).
+dmesg_count() {
+    dmesg | grep -c -- "$1"
+}
+
+# Starts udevd (persistent /dev/disk/by-id names, blktests' "udevadm settle") and waits until
+# it has handled the devices present. Suites that unbind and bind in loops run without it:
+# its workers open new disks to probe them, and nvme-bind refuses open disks.
+start_udev() {
+    [ -S /run/udev/control ] && return 0
+    /usr/lib/systemd/systemd-udevd --daemon --resolve-names=never || return 1
+    udevadm trigger --action=add --type=subsystems && udevadm trigger --action=add --type=devices &&
+        udevadm settle --timeout=120
+}
+
+stop_udev() {
+    [ -S /run/udev/control ] || return 0
+    udevadm settle --timeout=120
+    udevadm control --exit
+}
+
 # Runs fio with a time limit; fails unless it completes with no I/O or verify error.
 FIO_OUT=/tmp/fio.out
 run_fio() {
-    timeout 900 fio --output-format=terse --terse-version=3 "$@" >"$FIO_OUT" 2>/tmp/fio.err
+    timeout -s KILL 900 fio --output-format=terse --terse-version=3 "$@" >"$FIO_OUT" 2>/tmp/fio.err
     rc=$?
+    [ $rc != 137 ] || fail "fio still running after 900 s, killed"
     if [ $rc != 0 ]; then
         echo "fio exited with $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')"
         return 1
@@ -129,10 +173,13 @@ run_fio() {
 PARAMS=/sys/module/nvme_adaptive/parameters
 STATS=/sys/kernel/debug/nvme_adaptive
 
-# Writes nvme_adaptive parameters given as NAME=VALUE.
+# Writes nvme_adaptive parameters given as NAME=VALUE; fails the check naming the first one
+# that is refused or does not read back as written.
 set_params() {
     for kv in "$@"; do
-        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" || return 1
+        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" || fail "set_params: writing ${kv%%=*}=${kv#*=} failed"
+        got=$(cat "$PARAMS/${kv%%=*}")
+        [ "$got" = "${kv#*=}" ] || fail "set_params: ${kv%%=*} reads $got after writing ${kv#*=}"
     done
 }
 
@@ -157,13 +204,39 @@ reap_background_io() {
     while kill -0 "$FIO_PID" 2>/dev/null; do
         i=$((i + 1))
         [ $i -lt $(($1 * 10)) ] || { kill -9 "$FIO_PID"; fail "fio still running after $1 s"; }
-        usleep 100000
+        sleep 0.1
     done
     wait "$FIO_PID" 2>/dev/null
     return 0
 }
 
-# Unbinds a controller from nvme_adaptive through sysfs; fails if that takes over 60 s.
+# Unbinds a controller from nvme_adaptive through sysfs; fails the check if that takes over
+# 60 s (killed, and named as a hang).
 unbind_adaptive() {
-    timeout 60 sh -c "echo $1 >/sys/bus/pci/drivers/nvme_adaptive/unbind"
+    limit 60 "unbind of $1" sh -c "echo $1 >/sys/bus/pci/drivers/nvme_adaptive/unbind"
+}
+
+# Sum of field KEY over the queue files of nvme_adaptive controller CTRL (its debugfs name).
+stat_sum() {
+    cat "$STATS/$1"/q* | awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }'
+}
+
+# Block requests as the driver receives them, through the block_rq_issue tracepoint:
+# trace_requests DISK starts recording DISK's requests; requests_traced REGEX stops and counts
+# those whose operation flags (blktrace's RWBS: W write, F after W FUA, WZ write zeroes, F alone
+# a flush) match REGEX.
+TRACING=/sys/kernel/tracing
+trace_requests() {
+    ev=$TRACING/events/block/block_rq_issue
+    [ -d $ev ] || skip "no block tracepoints in this kernel ($ev)"
+    majmin=$(cat "/sys/block/$1/dev")
+    echo 0 >$TRACING/tracing_on && : >$TRACING/trace &&
+        echo "dev == $(((${majmin%:*} << 20) | ${majmin#*:}))" >$ev/filter &&
+        echo 1 >$ev/enable && echo 1 >$TRACING/tracing_on || fail "cannot trace block_rq_issue"
+}
+requests_traced() {
+    echo 0 >$TRACING/tracing_on
+    echo 0 >$TRACING/events/block/block_rq_issue/enable
+    awk -v re="^($1)\$" '{ for (i = 1; i < NF; i++) if ($i == "block_rq_issue:") { if ($(i + 2) ~ re) n++; break } }
+        END { print n + 0 }' $TRACING/trace
 }
