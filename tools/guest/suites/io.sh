@@ -35,24 +35,40 @@ block_size_is() {
     [ "$got" = "$2" ] || fail "$disk logical block size $got, expected $2"
 }
 
-# Data written by one driver reads back identically through the other.
+# Data written by one driver reads back identically through the other. Each move is checked:
+# the controller is bound to the driver named, and has its disk.
 interchange() {
     from=$1 to=$2 offset=$3
-    "to_$from" "$CTRL_FILE"
-    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $from"
+    on_driver "$from"
     dd if="$PATTERN" of="/dev/$disk" bs=1M seek="$offset" oflag=direct,seek_bytes 2>/dev/null || fail "write through $from failed"
-    "to_$to" "$CTRL_FILE"
-    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $to"
+    on_driver "$to"
     dd if="/dev/$disk" bs=1M count=8 skip="$offset" iflag=direct,skip_bytes 2>/dev/null | cmp - "$PATTERN" ||
         fail "data written through $from differs when read through $to"
+    echo "written through $from, read back through $to ($disk)"
+}
+
+# on_driver stock|adaptive: moves the file-backed controller there; sets disk.
+on_driver() {
+    "to_$1" "$CTRL_FILE" || fail "binding to $1 failed"
+    case "$1" in stock) want=nvme ;; adaptive) want=nvme_adaptive ;; esac
+    [ "$(bound_driver "$CTRL_FILE")" = "$want" ] || fail "bound to $(bound_driver "$CTRL_FILE"), not $want"
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $want"
 }
 
 zeroes_after() {
-    # zeroes_after discard|zeroout: write a pattern, drop its second MiB, read zeroes back.
+    # zeroes_after discard|write-zeroes: write a pattern, drop its second MiB, read zeroes back.
+    # write-zeroes goes through the device's Write Zeroes command: fallocate's punch-hole on a
+    # block device asks for it without the block layer's fallback of writing zero pages, and
+    # the requests the driver receives are counted.
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     dd if="$PATTERN" of="/dev/$disk" bs=1M count=4 oflag=direct 2>/dev/null || fail "write failed"
-    if [ "$1" = zeroout ]; then
-        /usr/sbin/blkdiscard -z -o 1048576 -l 1048576 "/dev/$disk" || fail "BLKZEROOUT failed"
+    if [ "$1" = write-zeroes ]; then
+        max=$(cat "/sys/block/$disk/queue/write_zeroes_max_bytes")
+        [ "$max" -gt 0 ] || fail "write_zeroes_max_bytes is $max: the disk offers no Write Zeroes"
+        trace_requests "$disk"
+        fallocate --punch-hole --offset 1048576 --length 1048576 "/dev/$disk" || { requests_traced WZ; fail "Write Zeroes (no fallback) failed"; }
+        n=$(requests_traced 'WZ[A-Z]*')
+        [ "$n" -gt 0 ] || fail "no write-zeroes request reached the driver"
     else
         /usr/sbin/blkdiscard -o 1048576 -l 1048576 "/dev/$disk" || fail "BLKDISCARD failed"
     fi
@@ -62,6 +78,9 @@ zeroes_after() {
         fail "range does not read back as zeroes"
     dd if="/dev/$disk" bs=1M count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/pattern1m ||
         fail "data before the range changed"
+    dd if="/dev/$disk" bs=1M skip=2 count=1 iflag=direct 2>/dev/null |
+        cmp -s - <(head -c 3145728 "$PATTERN" | tail -c 1048576) || fail "data after the range changed"
+    [ "$1" != write-zeroes ] || echo "$n write-zeroes requests (write_zeroes_max_bytes $max)"
 }
 
 discard_reads_zero() {
@@ -73,7 +92,7 @@ discard_reads_zero() {
 device_error_is_enodata() {
     disk=$(disk_of "$CTRL_MULTI" 3) || fail "no disk for namespace 3"
     before=$(dmesg | grep -c "critical medium error")
-    out=$(timeout 120 dd if="/dev/$disk" of=/dev/null bs=4096 count=1 skip=256 iflag=direct 2>&1) &&
+    out=$(limit 120 "read of the bad sector" dd if="/dev/$disk" of=/dev/null bs=4096 count=1 skip=256 iflag=direct 2>&1) &&
         fail "read of the bad sector succeeded"
     # A media error is BLK_STS_MEDIUM, which reaches the reader as ENODATA (as with the stock
     # driver), not as a generic I/O error.
@@ -84,13 +103,22 @@ device_error_is_enodata() {
     dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null || fail "good sector unreadable"
 }
 
-beyond_capacity() {
+# The disk's capacity is the namespace's (the 512 MiB image behind the file-backed controller);
+# its last block is written and read back through the driver; I/O past the end fails without
+# reaching the driver (the block layer checks the capacity the driver set), and does not hang.
+capacity_and_last_block() {
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     sectors=$(cat "/sys/block/$disk/size")
-    # A read at the end returns nothing; a write there fails with "no space". Neither hangs.
-    n=$(timeout 60 dd if="/dev/$disk" of=/dev/null bs=512 skip="$sectors" count=1 iflag=direct 2>&1 | grep -c '^1+0 records in')
-    [ "$n" = 0 ] || fail "read beyond the end returned data"
-    out=$(timeout 60 dd if=/dev/zero of="/dev/$disk" bs=512 seek="$sectors" count=1 oflag=direct 2>&1) &&
+    [ "$sectors" = $((512 * 2048)) ] || fail "capacity $sectors sectors, the namespace has $((512 * 2048))"
+    last=$((sectors / 8 - 1))
+    head -c 4096 "$PATTERN" >/tmp/pattern4k
+    dd if=/tmp/pattern4k of="/dev/$disk" bs=4096 seek=$last count=1 oflag=direct 2>/dev/null || fail "write of the last block failed"
+    dd if="/dev/$disk" bs=4096 skip=$last count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/pattern4k ||
+        fail "the last block does not read back"
+    out=$(limit 60 "read beyond the end" dd if="/dev/$disk" of=/dev/null bs=512 skip="$sectors" count=1 iflag=direct 2>&1)
+    case "$out" in *"still running after"*) fail "$out" ;; esac
+    ! echo "$out" | grep -q '^1+0 records in' || fail "read beyond the end returned data"
+    out=$(limit 60 "write beyond the end" dd if=/dev/zero of="/dev/$disk" bs=512 seek="$sectors" count=1 oflag=direct 2>&1) &&
         fail "write beyond the end succeeded"
     echo "$out" | grep -qE "No space left|Input/output error" || fail "unexpected error: $out"
 }
@@ -105,12 +133,37 @@ two_controllers() {
         --name=stock --filename="/dev/$stock_disk" --name=ours --filename="/dev/$ours"
 }
 
+# Flushes and FUA writes reach the driver and the data survives them: fio's fsync issues
+# flushes (counted in the disk's statistics), O_DSYNC direct writes on a disk with FUA become
+# FUA writes (counted as the driver receives them).
 flush_and_fua() {
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
     [ "$(cat "/sys/block/$disk/queue/write_cache")" = "write back" ] || fail "volatile write cache not exposed"
     [ "$(cat "/sys/block/$disk/queue/fua")" = 1 ] || fail "FUA not exposed"
+    # Field 16 of the disk's stat file: flush requests completed.
+    f0=$(awk '{ print $16 }' "/sys/block/$disk/stat")
     run_fio --name=sync --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randwrite --bs=4k \
-        --iodepth=4 --size=4m --fsync=4 --verify=crc32c --do_verify=1
+        --iodepth=4 --size=4m --fsync=4 --verify=crc32c --do_verify=1 || return 1
+    flushes=$(($(awk '{ print $16 }' "/sys/block/$disk/stat") - f0))
+    # 256 fsyncs; the block layer merges flushes that wait together, so fewer reach the device.
+    [ "$flushes" -ge 64 ] || fail "$flushes flushes completed for 1024 writes with fsync every 4"
+    trace_requests "$disk"
+    head -c 262144 "$PATTERN" >/tmp/pattern256k
+    dd if=/tmp/pattern256k of="/dev/$disk" bs=4096 count=64 oflag=direct,dsync 2>/dev/null || { requests_traced W; fail "O_DSYNC write failed"; }
+    fua=$(requests_traced 'WF[A-Z]*')
+    [ "$fua" -ge 64 ] || fail "$fua FUA writes reached the driver for 64 O_DSYNC writes"
+    dd if="/dev/$disk" bs=4096 count=64 iflag=direct 2>/dev/null | cmp -s - /tmp/pattern256k || fail "FUA-written data differs"
+    echo "$flushes flushes, $fua FUA writes"
+}
+
+# No completion was dropped as unknown or stale on any bound controller of ours.
+no_bad_completions() {
+    for c in "$STATS"/nvma*; do
+        [ -d "$c" ] || continue
+        n=$(stat_sum "${c##*/}" bad_completions)
+        [ "$n" = 0 ] || fail "${c##*/}: $n bad completions"
+    done
+    ls -d "$STATS"/nvma* >/dev/null 2>&1 || fail "no controller of ours to check"
 }
 
 check setup setup_io
@@ -123,10 +176,11 @@ check block-size-512 block_size_is 1 512
 check block-size-4k block_size_is 2 4096
 check stock-to-adaptive interchange stock adaptive 0
 check adaptive-to-stock interchange adaptive stock 16777216
-check back-to-adaptive to_adaptive "$CTRL_FILE"
+check back-to-adaptive on_driver adaptive
 check flush-and-fua flush_and_fua
 check discard-reads-zeroes discard_reads_zero
-check write-zeroes zeroes_after zeroout
+check write-zeroes zeroes_after write-zeroes
 check media-error-is-enodata device_error_is_enodata
-check beyond-capacity beyond_capacity
+check capacity-and-last-block capacity_and_last_block
 check two-controllers two_controllers
+check no-bad-completions no_bad_completions
