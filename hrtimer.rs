@@ -21,8 +21,9 @@ impl Expiry for Queue {
         let stats = &self.stats;
         stats.count_expiry(reaped);
         let mut params = params::policy();
-        // Teardown ends the episode the way switching adaptive polling off does.
-        params.enabled &= !cq.adaptive.stopping;
+        // Teardown and CPU hotplug end the episode the way switching adaptive polling off
+        // does.
+        params.enabled &= cq.adaptive.allowed();
         let now = self.now_ns();
         let inflight = self.inflight(&cq);
         let action = cq.adaptive.policy.on_timer(now, reaped, inflight, &params);
@@ -52,6 +53,27 @@ impl Queue {
     /// cancelled and the vector left unmasked. Process context.
     pub(crate) fn stop_polling(&self) {
         self.lock_cq().adaptive.stopping = true;
+        self.end_episode();
+    }
+
+    /// Lets the queue poll again after [`Queue::stop_polling`] (the controller is back).
+    pub(crate) fn resume_polling(&self) {
+        self.lock_cq().adaptive.stopping = false;
+    }
+
+    /// Ends polling while a CPU goes down: its managed interrupts are shut down and started
+    /// again behind the back of a queue that keeps one masked.
+    pub(crate) fn pause_polling(&self) {
+        self.lock_cq().adaptive.paused = true;
+        self.end_episode();
+    }
+
+    pub(crate) fn unpause_polling(&self) {
+        self.lock_cq().adaptive.paused = false;
+    }
+
+    /// Ends a poll episode, if one runs: cancels the timer and unmasks the vector.
+    fn end_episode(&self) {
         // Waits for a running expiry; a pending one is removed and never runs.
         self.timer.cancel();
         let mut cq = self.lock_cq();
@@ -68,10 +90,5 @@ impl Queue {
         if let Some(irq) = self.irq() {
             irq.synchronize();
         }
-    }
-
-    /// Lets the queue poll again after [`Queue::stop_polling`] (the controller is back).
-    pub(crate) fn resume_polling(&self) {
-        self.lock_cq().adaptive.stopping = false;
     }
 }

@@ -22,7 +22,7 @@ impl Handler for Queue {
         self.stats.count_irq(reaped);
         // With adaptive polling off this is the plain interrupt path: one parameter load, no
         // clock, no policy. The admin queue and queues sharing a vector never poll.
-        if cq.adaptive.stopping || !params::adaptive() {
+        if !cq.adaptive.allowed() || !params::adaptive() {
             return reaped > 0;
         }
         let Some(irq) = self.own_irq() else {

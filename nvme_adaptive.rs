@@ -70,7 +70,8 @@ struct DevState {
     shadow: Option<Arc<ShadowDoorbells>>,
 }
 
-/// The debugfs directory of a controller: one file per queue.
+/// The debugfs directory of a controller: one file per queue (and, with fault injection, one
+/// knob per queue).
 struct StatsFiles {
     _files: KVec<Pin<KBox<debugfs::File<Arc<QueueStats>>>>>,
     _dir: debugfs::Dir,
@@ -78,6 +79,20 @@ struct StatsFiles {
 
 fn show_stats(stats: &Arc<QueueStats>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     stats.show(f)
+}
+
+/// `inject_duplicates`: the next N completions of the queue are handled twice.
+#[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+fn set_duplicates(stats: &Arc<QueueStats>, input: &mut kernel::uaccess::UserSliceReader) -> Result {
+    let mut buf = [0u8; 16];
+    let len = input.len().min(buf.len());
+    input.read_slice(&mut buf[..len])?;
+    let n = core::str::from_utf8(&buf[..len])
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .ok_or(EINVAL)?;
+    stats.duplicates_to_inject.set(n.into());
+    Ok(())
 }
 
 /// One NVMe controller on PCI.
@@ -651,6 +666,7 @@ impl Controller {
             return Err(ENODEV);
         }
         self.create_stats_files();
+        core.watch_cpus()?;
         core.publish();
         core.start();
         Ok(())
@@ -671,6 +687,15 @@ impl Controller {
                     GFP_KERNEL,
                 )?;
                 files.push(file, GFP_KERNEL)?;
+                #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+                {
+                    let name = CString::try_from_fmt(fmt!("q{}_inject_duplicates", q.qid))?;
+                    let knob = KBox::pin_init(
+                        dir.write_callback_file(&name, q.stats.clone(), &set_duplicates),
+                        GFP_KERNEL,
+                    )?;
+                    files.push(knob, GFP_KERNEL)?;
+                }
             }
             Ok(StatsFiles {
                 _files: files,
@@ -927,6 +952,7 @@ impl Transport for Controller {
         let core = self.core();
         core.change_state(State::Deleting);
         core.unpublish();
+        core.unwatch_cpus();
         if !self.pci().is_present() {
             core.change_state(State::Dead);
             self.disable(true);
@@ -1094,6 +1120,18 @@ impl Transport for Controller {
             maps.map(kind, nr, queue_offset, spread.then_some(vector_offset));
             queue_offset += nr;
             vector_offset += nr;
+        }
+    }
+
+    fn cpu_going_down(&self, _cpu: u32) {
+        for q in self.queues.iter().skip(1) {
+            q.pause_polling();
+        }
+    }
+
+    fn cpu_dead(&self, _cpu: u32) {
+        for q in self.queues.iter().skip(1) {
+            q.unpause_polling();
         }
     }
 

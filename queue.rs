@@ -165,6 +165,16 @@ pub(crate) struct Adaptive {
     completed: u64,
     /// Teardown or reset has begun: no new poll episode may start.
     pub(crate) stopping: bool,
+    /// A CPU is going down: its interrupts are about to be shut down under the queue, so no
+    /// episode may mask one.
+    pub(crate) paused: bool,
+}
+
+impl Adaptive {
+    /// Whether a poll episode may run now.
+    pub(crate) fn allowed(&self) -> bool {
+        !self.stopping && !self.paused
+    }
 }
 
 pub(crate) struct Cq {
@@ -250,6 +260,7 @@ impl Queue {
                         policy: Policy::new(),
                         completed: 0,
                         stopping: false,
+                        paused: false,
                     },
                 }),
                 enabled: Atomic::new(false),
@@ -496,8 +507,7 @@ impl Queue {
             return Err(rq.fail_nonready());
         }
         self.prep(&mut rq)?;
-        let cmd = *rq.command();
-        self.submit(&cmd, last)
+        self.submit_request(&mut rq, last)
             .inspect_err(|_| self.unprep(&mut rq))
     }
 
@@ -559,6 +569,20 @@ impl Queue {
         Ok(())
     }
 
+    /// Submits a prepared request's command (see [`Queue::submit`]).
+    fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
+        let cmd = *rq.command();
+        let retried = rq.retries() > 0;
+        let mut sq = self.sq.lock();
+        self.copy_command(&mut sq, &cmd)?;
+        self.stats.submitted.add(1);
+        if retried {
+            self.stats.retries.add(1);
+        }
+        self.write_sq_doorbell(&mut sq, ring_now);
+        Ok(())
+    }
+
     /// Submits a list of prepared requests under one lock and one doorbell write.
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
         let mut sq = self.sq.lock();
@@ -567,6 +591,9 @@ impl Queue {
             let cmd = *rq.command();
             if self.copy_command(&mut sq, &cmd).is_ok() {
                 self.stats.submitted.add(1);
+                if rq.retries() > 0 {
+                    self.stats.retries.add(1);
+                }
                 any = true;
             }
         }
@@ -669,6 +696,10 @@ impl Queue {
             dma_mb(Read);
             if let Ok(cqe) = Self::read_cqe(ring, *head) {
                 self.handle(&cqe, batch);
+                #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+                if self.stats.take_duplicate() {
+                    self.handle(&cqe, batch);
+                }
             }
             *head = next(*head, *depth);
             if *head == 0 {

@@ -55,6 +55,9 @@ impl Gauge {
 
 #[derive(Default)]
 pub(crate) struct QueueStats {
+    /// Completions still to be handled twice (`inject_duplicates` in debugfs).
+    #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    pub(crate) duplicates_to_inject: Gauge,
     /// Whether the queue has an interrupt vector (1) or is a poll queue (0).
     pub(crate) has_vector: Gauge,
     pub(crate) submitted: Counter,
@@ -72,6 +75,8 @@ pub(crate) struct QueueStats {
     pub(crate) ended_idle: Counter,
     pub(crate) ended_capped: Counter,
     pub(crate) ended_disabled: Counter,
+    /// Commands nvme-core issued again (after an error status, or cancelled by a reset).
+    pub(crate) retries: Counter,
     /// Completions that named a command not in flight (stale or duplicate), dropped.
     pub(crate) bad_completions: Counter,
     pub(crate) stage: Gauge,
@@ -108,6 +113,15 @@ impl QueueStats {
         if reaped == 0 {
             self.timer_empty.add(1);
         }
+    }
+
+    /// Whether the next completion is to be handled twice (fault injection: a controller that
+    /// posts a duplicate, which must be counted in `bad_completions` and dropped).
+    #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    pub(crate) fn take_duplicate(&self) -> bool {
+        let left = &self.duplicates_to_inject.0;
+        let n = left.load(Relaxed);
+        n > 0 && left.cmpxchg(n, n - 1, Relaxed).is_ok()
     }
 
     pub(crate) fn count_ending(&self, ending: Ending) {
@@ -156,6 +170,7 @@ impl QueueStats {
         writeln!(f, "wait_ns: {}", self.wait_ns.get())?;
         writeln!(f, "backoff_ns: {}", self.backoff_ns.get())?;
         writeln!(f, "failed_episodes: {}", self.failures.get())?;
-        writeln!(f, "bad_completions: {}", self.bad_completions.get())
+        writeln!(f, "bad_completions: {}", self.bad_completions.get())?;
+        writeln!(f, "retries: {}", self.retries.get())
     }
 }

@@ -158,6 +158,8 @@ impl<P: Default> Request<P> {
         is_user_command -> bool = nva_rq_is_user_cmd;
         /// Whether the data has gaps a PRP list cannot describe.
         has_gaps_within_page -> bool = nva_rq_gaps_within_page;
+        /// How many times nvme-core retried the command (after an error or a reset).
+        retries -> u8 = nva_rq_retries;
         /// Still on the device, as far as blk-mq knows.
         is_in_flight -> bool = nva_rq_in_flight;
     }

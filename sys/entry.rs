@@ -18,20 +18,31 @@ use kernel::{
 
 use super::{blk, ffi, nvme, pci, Transport};
 
-/// Keeps the PCI driver registered; unregisters it (unbinding every controller) when dropped.
+/// Keeps the PCI driver and its CPU hotplug states registered; unregisters them (unbinding
+/// every controller first) when dropped.
 pub(crate) struct DriverRegistration(());
 
 impl Drop for DriverRegistration {
     fn drop(&mut self) {
-        // SAFETY: registered in `register`, the only way to make a `DriverRegistration`.
-        unsafe { ffi::nva_unregister_driver() };
+        // SAFETY: both registered in `register`, the only way to make a `DriverRegistration`;
+        // unbinding every controller removed their hotplug instances.
+        unsafe {
+            ffi::nva_unregister_driver();
+            ffi::nva_cpuhp_unregister();
+        }
     }
 }
 
 pub(super) fn register() -> Result<DriverRegistration> {
+    // SAFETY: sets up glue.c's two multi-instance hotplug states, with no instance yet.
+    kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
     // SAFETY: registers the static driver of glue.c; its callbacks are the `nva_rust_*`
     // functions, which `transport!` defines for the module's transport.
-    kernel::error::to_result(unsafe { ffi::nva_register_driver() })?;
+    if let Err(e) = kernel::error::to_result(unsafe { ffi::nva_register_driver() }) {
+        // SAFETY: registered above; no controller is bound, so no instance exists.
+        unsafe { ffi::nva_cpuhp_unregister() };
+        return Err(e);
+    }
     Ok(DriverRegistration(()))
 }
 
@@ -155,6 +166,8 @@ forward!(subsystem_reset() -> c_int => |t| from_result(|| t.subsystem_reset().ma
 forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admin) as c_ulong);
 forward!(reset_work() -> () => |t| t.reset_work());
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
+forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
+forward!(cpu_dead(cpu: c_uint) -> () => |t| t.cpu_dead(cpu));
 
 /// # Safety
 ///
@@ -384,6 +397,8 @@ macro_rules! transport {
                 t: *mut c_void, set: *mut blk_mq_tag_set) -> ());
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
             export!($t, nva_rust_delete_done => delete_done(q: *mut c_void, error: u8) -> ());
+            export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
+            export!($t, nva_rust_cpu_dead => cpu_dead(t: *mut c_void, cpu: c_uint) -> ());
         };
     };
 }

@@ -188,6 +188,7 @@ extern "C" {
     pub(crate) fn nva_rq_nr_integrity_segments(rq: *mut request) -> u16;
     pub(crate) fn nva_rq_has_integrity(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_is_user_cmd(rq: *mut request) -> bool;
+    pub(crate) fn nva_rq_retries(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_mark_cancelled(rq: *mut request);
     pub(crate) fn nva_rq_gaps_within_page(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_in_flight(rq: *mut request) -> bool;
@@ -266,6 +267,10 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn nva_init_completion(x: *mut completion);
 
+    pub(crate) fn nva_cpuhp_register() -> c_int;
+    pub(crate) fn nva_cpuhp_unregister();
+    pub(crate) fn nva_ctrl_watch_cpus(c: *mut NvaCtrl) -> c_int;
+    pub(crate) fn nva_ctrl_unwatch_cpus(c: *mut NvaCtrl);
     pub(crate) fn nva_register_driver() -> c_int;
     pub(crate) fn nva_unregister_driver();
 }

@@ -13,6 +13,7 @@
 #include <linux/blk-mq-dma.h>
 #include <linux/blk-mq.h>
 #include <linux/completion.h>
+#include <linux/cpuhotplug.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmapool.h>
 #include <linux/interrupt.h>
@@ -33,6 +34,9 @@ struct nva_ctrl {
 	struct pci_dev *pdev;
 	/* The Rust controller, from probe until free_ctrl. */
 	void *transport;
+	/* Instances of the CPU hotplug states, while the controller is bound. */
+	struct hlist_node cpu_down_node;
+	struct hlist_node cpu_dead_node;
 };
 
 /*
@@ -90,6 +94,8 @@ int nva_rust_poll(void *q, struct io_comp_batch *iob);
 void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
 void nva_rust_abort_done(void *t, u16 status);
 void nva_rust_delete_done(void *q, blk_status_t error);
+void nva_rust_cpu_going_down(void *t, unsigned int cpu);
+void nva_rust_cpu_dead(void *t, unsigned int cpu);
 
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
@@ -718,6 +724,12 @@ bool nva_rq_is_user_cmd(struct request *rq)
 	return nvme_req(rq)->flags & NVME_REQ_USERCMD;
 }
 
+/* How many times nvme-core retried the request's command. */
+u8 nva_rq_retries(struct request *rq)
+{
+	return nvme_req(rq)->retries;
+}
+
 void nva_rq_mark_cancelled(struct request *rq)
 {
 	nvme_req(rq)->flags |= NVME_REQ_CANCELLED;
@@ -1044,6 +1056,68 @@ void nva_init_completion(struct completion *x)
 size_t nva_completion_size(void)
 {
 	return sizeof(struct completion);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * CPU hotplug: a CPU about to go down (its managed interrupts are about to be shut down), and
+ * one that went.
+ */
+static int nva_cpu_down_state = -1;
+static int nva_cpu_dead_state = -1;
+
+static int nva_cpu_going_down(unsigned int cpu, struct hlist_node *node)
+{
+	nva_rust_cpu_going_down(hlist_entry(node, struct nva_ctrl, cpu_down_node)->transport, cpu);
+	return 0;
+}
+
+static int nva_cpu_dead(unsigned int cpu, struct hlist_node *node)
+{
+	nva_rust_cpu_dead(hlist_entry(node, struct nva_ctrl, cpu_dead_node)->transport, cpu);
+	return 0;
+}
+
+int nva_cpuhp_register(void)
+{
+	int ret = cpuhp_setup_state_multi(CPUHP_AP_ONLINE_DYN, "block/nvme_adaptive:online",
+					  NULL, nva_cpu_going_down);
+
+	if (ret < 0)
+		return ret;
+	nva_cpu_down_state = ret;
+	ret = cpuhp_setup_state_multi(CPUHP_BP_PREPARE_DYN, "block/nvme_adaptive:dead",
+				      NULL, nva_cpu_dead);
+	if (ret < 0) {
+		cpuhp_remove_multi_state(nva_cpu_down_state);
+		return ret;
+	}
+	nva_cpu_dead_state = ret;
+	return 0;
+}
+
+void nva_cpuhp_unregister(void)
+{
+	cpuhp_remove_multi_state(nva_cpu_dead_state);
+	cpuhp_remove_multi_state(nva_cpu_down_state);
+}
+
+int nva_ctrl_watch_cpus(struct nva_ctrl *c)
+{
+	int ret = cpuhp_state_add_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+
+	if (ret)
+		return ret;
+	ret = cpuhp_state_add_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
+	if (ret)
+		cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+	return ret;
+}
+
+/* Returns once no hotplug callback runs for the controller. */
+void nva_ctrl_unwatch_cpus(struct nva_ctrl *c)
+{
+	cpuhp_state_remove_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
+	cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -152,6 +152,7 @@ unsigned short nva_rq_nr_phys_segments(struct request *rq);
 unsigned short nva_rq_nr_integrity_segments(struct request *rq);
 bool nva_rq_has_integrity(struct request *rq);
 bool nva_rq_is_user_cmd(struct request *rq);
+u8 nva_rq_retries(struct request *rq);
 void nva_rq_mark_cancelled(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
 bool nva_rq_in_flight(struct request *rq);
@@ -195,5 +196,10 @@ void nva_init_completion(struct completion *x);
 size_t nva_completion_size(void);
 int nva_register_driver(void);
 void nva_unregister_driver(void);
+
+int nva_cpuhp_register(void);
+void nva_cpuhp_unregister(void);
+int nva_ctrl_watch_cpus(struct nva_ctrl *c);
+void nva_ctrl_unwatch_cpus(struct nva_ctrl *c);
 
 #endif /* NVA_GLUE_H */

@@ -67,6 +67,10 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);
     /// An Abort command sent by [`Transport::timeout`] completed with `status`.
     fn abort_done(&self, status: u16);
+    /// CPU `cpu` is about to go down (it still runs); its managed interrupts go next.
+    fn cpu_going_down(&self, cpu: u32);
+    /// CPU `cpu` went down.
+    fn cpu_dead(&self, cpu: u32);
 
     fn queue_rq(
         q: &Self::Queue,

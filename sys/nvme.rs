@@ -368,6 +368,20 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_admin_queue_usable(self.raw()) }
     }
 
+    /// Calls the transport's `cpu_going_down` and `cpu_dead` for every CPU hotplug event
+    /// from now on, until [`Ctrl::unwatch_cpus`].
+    pub(crate) fn watch_cpus(self) -> Result {
+        // SAFETY: the controller is valid and its transport set; glue.c's callbacks reach the
+        // transport only while the instance is registered.
+        to_result(unsafe { ffi::nva_ctrl_watch_cpus(self.raw()) })
+    }
+
+    /// Stops the hotplug callbacks; none runs any more when this returns.
+    pub(crate) fn unwatch_cpus(self) {
+        // SAFETY: the controller is valid and was watching CPUs.
+        unsafe { ffi::nva_ctrl_unwatch_cpus(self.raw()) }
+    }
+
     /// Sets CC (EN included) and waits for CSTS.RDY, as nvme-core does it.
     pub(crate) fn enable(self) -> Result {
         // SAFETY: the controller is valid; nvme-core serialises register access itself.
