@@ -75,9 +75,29 @@ class Refusals(Tree):
         self.assertEqual(len(reasons), 2, reasons)
 
 
+class Listing(Tree):
+    def test_lists_each_controller_with_its_driver(self):
+        fixtures.write(os.path.join(self.sys, "devices/pci0000:00", fixtures.ADDR, "nvme/nvme0/model"),
+                       "QEMU NVMe Ctrl                          ")
+        r = self.nvme_bind()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [fixtures.ADDR, "nvme", "nvme0", "QEMU", "NVMe", "Ctrl"])
+
+    def test_unbound_controller_and_other_devices(self):
+        os.unlink(os.path.join(self.sys, "devices/pci0000:00", fixtures.ADDR, "driver"))
+        other = os.path.join(self.sys, "devices/pci0000:00/0000:00:1f.2")
+        os.makedirs(other)
+        fixtures.write(os.path.join(other, "class"), "0x010601")
+        os.symlink(other, os.path.join(self.sys, "bus/pci/devices/0000:00:1f.2"))
+        r = self.nvme_bind()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.splitlines()), 1, r.stdout)
+        self.assertEqual(r.stdout.split()[:2], [fixtures.ADDR, "none"])
+
+
 class Usage(Tree):
     def test_bad_command_lines_print_usage(self):
-        for args in ((), (fixtures.ADDR,), (fixtures.ADDR, "ahci"), ("nonsense", "nvme"), ("--check",)):
+        for args in ((fixtures.ADDR,), (fixtures.ADDR, "ahci"), ("nonsense", "nvme"), ("--check",)):
             with self.subTest(args=args):
                 r = self.nvme_bind(*args)
                 self.assertEqual(r.returncode, 2)
