@@ -49,7 +49,9 @@ CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root p
 
 load_stock() {
     grep -q '^nvme ' /proc/modules && return 0
-    insmod "$MODDIR/nvme-core.ko" && insmod "$MODDIR/nvme.ko" "$@"
+    # nvme-core may be loaded already, for nvme_adaptive.
+    grep -q '^nvme_core ' /proc/modules || insmod "$MODDIR/nvme-core.ko" || return 1
+    insmod "$MODDIR/nvme.ko" "$@"
 }
 
 # Loads the modules nvme_adaptive.ko depends on (its .modinfo "depends", e.g. nvme-core), from
