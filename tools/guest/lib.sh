@@ -114,14 +114,25 @@ to_stock() {
     nvme-bind "$1" nvme >/dev/null
 }
 
-# The disk of namespace NSID on controller PCI_ADDR (either driver).
+# The disk of namespace NSID on controller PCI_ADDR (either driver). nvme-core numbers its disks
+# in the order the namespaces were scanned, not by NSID: the disk's nsid attribute says which.
 disk_of() {
     for d in $(disks_of "$1"); do
-        case "$d" in
-            *n"$2") echo "$d"; return 0 ;;
-        esac
+        if [ -r "/sys/block/$d/nsid" ]; then
+            [ "$(cat "/sys/block/$d/nsid")" = "$2" ] && { echo "$d"; return 0; }
+        else
+            case "$d" in *n"$2") echo "$d"; return 0 ;; esac
+        fi
     done
     return 1
+}
+
+# ctrl_of PCI_ADDR [DISK]: the controller's name (nvmeN: its character device, the prefix of its
+# interrupts, its nvme_adaptive debugfs directory), from nvme-core's sysfs; without nvme-core,
+# DISK's name up to its namespace part.
+ctrl_of() {
+    ls "/sys/bus/pci/devices/$1/nvme" 2>/dev/null | head -n 1 | grep . && return 0
+    [ -n "${2:-}" ] && echo "${2%n*}"
 }
 
 # limit SECONDS WHAT COMMAND...: runs COMMAND, killed with SIGKILL after SECONDS (coreutils

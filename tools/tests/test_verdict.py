@@ -206,6 +206,14 @@ class Verdict(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertTrue(summary.startswith("guest: 3 passed, 0 failed"), summary)
 
+    def test_shutdown_confirmed_by_controller_name(self):
+        # On nvme-core the driver's message names the controller, not the PCI function.
+        armed = f"NVA-RESULT PASS shutdown/armed : expecting shutdown of {ADDR} nvme1"
+        code, _, out = judge(console([armed], after_done=["[   23.1] nvme nvme1: shut down"]), suites="shutdown")
+        self.assertEqual(code, 0, out)
+        code, _, out = judge(console([armed], after_done=["[   23.1] nvme nvme2: shut down"]), suites="shutdown")
+        self.assertEqual(code, 1, out)
+
     def test_shutdown_not_confirmed_fails(self):
         armed = f"NVA-RESULT PASS shutdown/armed : expecting shutdown of {ADDR}"
         # The line before NVA-DONE does not count, nor does another controller's.

@@ -16,7 +16,7 @@ vector_irqs() {
 # (Each check runs in a subshell, so every check calls this.)
 slow() {
     SLOW_DISK=$(disk_of "$CTRL_SLOW" 1) || fail "no disk on the slow controller"
-    SLOW_CTRL=${SLOW_DISK%n1}
+    SLOW_CTRL=$(ctrl_of "$CTRL_SLOW" "$SLOW_DISK") || fail "no controller name for $CTRL_SLOW"
     [ -d "$STATS/$SLOW_CTRL" ] || fail "no statistics for $SLOW_CTRL"
 }
 

@@ -1,6 +1,6 @@
-# Binding: the module never takes a controller by itself; it binds when asked, reads the
-# controller's registers as QEMU set them, lets go cleanly, and tools/nvme-bind refuses busy
-# devices.
+# Binding: the module never takes a controller by itself; it binds when asked, sees the
+# controller as the stock driver does (Identify, registers), lets go cleanly, and tools/nvme-bind
+# refuses busy devices.
 
 no_device_taken() {
     for d in "$CTRL_NULL" "$CTRL_FILE" "$CTRL_MULTI"; do
@@ -17,27 +17,32 @@ no_modalias() {
     echo "$(echo "$info" | grep -c '^parm=') parameters, no alias"
 }
 
-# CAP as the stock driver's nvme-cli reads it from BAR0 ("cap : 0x...").
-stock_cap() {
-    ctrl=$(ls "/sys/bus/pci/devices/$CTRL_NULL/nvme")
-    nvme show-regs "/dev/$ctrl" | awk '$1 == "cap" { print $3 }'
+# The controller as nvme-cli sees it through the bound driver: Identify Controller (sent as a
+# passthrough admin command on the driver's admin queue) and CAP from BAR0, one "field value"
+# per line.
+controller_view() {
+    ctrl=$(ctrl_of "$CTRL_NULL") || fail "no nvme controller for $CTRL_NULL (character device)"
+    nvme id-ctrl "/dev/$ctrl" --output-format=json |
+        jq -r '"vid \(.vid)", "sn \(.sn)", "mn \(.mn)", "fr \(.fr)", "mdts \(.mdts)", "nn \(.nn)",
+            "oncs \(.oncs)", "vwc \(.vwc)", "sqes \(.sqes)", "cqes \(.cqes)"' || fail "nvme id-ctrl failed on $ctrl"
+    nvme show-regs "/dev/$ctrl" | awk '$1 == "cap" { print "cap", $3 }'
 }
 
-record_stock_cap() {
-    v=$(stock_cap)
-    [ -n "$v" ] || fail "nvme show-regs printed no cap"
-    echo "$v" >/tmp/stock_cap
+record_stock_view() {
+    controller_view >/tmp/stock_view || return 1
+    grep -q '^cap 0x' /tmp/stock_view || fail "nvme show-regs printed no cap"
+    echo "$(wc -l </tmp/stock_view) fields"
 }
 
 bound_to_adaptive() {
     [ "$(bound_driver "$CTRL_NULL")" = nvme_adaptive ] || fail "bound to $(bound_driver "$CTRL_NULL")"
 }
 
-cap_matches_stock() {
-    want=$(cat /tmp/stock_cap)
-    got=$(dmesg | sed -n "s/.*nvme_adaptive $CTRL_NULL: cap \(0x[0-9a-f]*\):.*/\1/p" | tail -n 1)
-    [ -n "$got" ] || fail "no CAP line from nvme_adaptive in dmesg"
-    [ "$((want))" = "$((got))" ] || fail "CAP from nvme_adaptive $got != nvme show-regs $want"
+# Identify Controller through our admin queue, and the registers, read as under the stock driver.
+view_matches_stock() {
+    controller_view >/tmp/our_view || return 1
+    d=$(diff /tmp/stock_view /tmp/our_view) || fail "differs from the stock driver's view: $(echo "$d" | tr '\n' ' ')"
+    echo "$(wc -l </tmp/our_view) fields as under stock"
 }
 
 stock_reads_a_block() {
@@ -82,7 +87,12 @@ refuses_swap() {
 }
 
 bad_usage() {
-    nvme-bind >/dev/null 2>&1; [ $? = 2 ] || fail "no arguments: exit status not 2"
+    # No arguments lists the controllers, each with its driver.
+    out=$(nvme-bind 2>&1) || fail "no arguments: exit status $? (it lists the controllers)"
+    for c in "$CTRL_NULL" "$CTRL_FILE" "$CTRL_MULTI" "$CTRL_SLOW"; do
+        echo "$out" | grep -q -- "$c" || fail "the list misses $c: $out"
+    done
+    nvme-bind "$CTRL_NULL" extra argument >/dev/null 2>&1; [ $? = 2 ] || fail "three arguments: exit status not 2"
     nvme-bind "$CTRL_NULL" sata >/dev/null 2>&1; [ $? = 2 ] || fail "unknown driver: exit status not 2"
     nvme-bind 00:1f "$CTRL_NULL" >/dev/null 2>&1; [ $? = 2 ] || fail "bad address: exit status not 2"
     out=$(nvme-bind 0000:00:00.0 nvme 2>&1); [ $? = 1 ] || fail "non-NVMe device accepted"
@@ -93,10 +103,10 @@ check insmod load_adaptive
 check no-autobind no_device_taken
 check no-modalias no_modalias
 check stock-loads load_stock
-check stock-cap record_stock_cap
+check stock-view record_stock_view
 check bind nvme-bind "$CTRL_NULL" nvme_adaptive
 check bound-to-adaptive bound_to_adaptive
-check cap-matches-stock cap_matches_stock
+check view-matches-stock view_matches_stock
 check unbind-to-stock nvme-bind "$CTRL_NULL" nvme
 check rmmod unload_adaptive
 check stock-reads-again stock_reads_a_block

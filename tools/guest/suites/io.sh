@@ -84,8 +84,11 @@ zeroes_after() {
 }
 
 discard_reads_zero() {
-    # The device promises zeroes for deallocated blocks (DLFEAT); the driver logs that.
-    dmesg | grep -q "nvma.*n1: .*discarded blocks read as zeroes" || fail "device does not promise zeroes"
+    # The device promises zeroes for deallocated blocks: DLFEAT bits 2:0 = 001, as nvme-cli reads
+    # Identify Namespace through the driver.
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
+    dlfeat=$(nvme id-ns "/dev/$disk" --output-format=json | jq -r .dlfeat) || fail "nvme id-ns failed on $disk"
+    [ $((dlfeat & 7)) = 1 ] || fail "device does not promise zeroes (DLFEAT $dlfeat)"
     zeroes_after discard
 }
 
@@ -127,8 +130,8 @@ two_controllers() {
     # The null controller stays with the stock driver, the file-backed one is ours.
     to_stock "$CTRL_NULL" && to_adaptive "$CTRL_FILE" || fail "binding failed"
     stock_disk=$(disk_of "$CTRL_NULL" 1) && ours=$(disk_of "$CTRL_FILE" 1) || fail "disks missing"
-    case "$stock_disk" in nvme[0-9]*n1) ;; *) fail "stock disk named $stock_disk" ;; esac
-    case "$ours" in nvma[0-9]*n1) ;; *) fail "our disk named $ours" ;; esac
+    [ "$(bound_driver "$CTRL_NULL")/$(bound_driver "$CTRL_FILE")" = nvme/nvme_adaptive ] ||
+        fail "bound to $(bound_driver "$CTRL_NULL") and $(bound_driver "$CTRL_FILE")"
     run_fio --direct=1 --ioengine=io_uring --rw=randread --bs=4k --iodepth=8 --runtime=3 --time_based \
         --name=stock --filename="/dev/$stock_disk" --name=ours --filename="/dev/$ours"
 }
@@ -158,12 +161,16 @@ flush_and_fua() {
 
 # No completion was dropped as unknown or stale on any bound controller of ours.
 no_bad_completions() {
-    for c in "$STATS"/nvma*; do
+    n_ctrls=0
+    for c in "$STATS"/*/; do
         [ -d "$c" ] || continue
+        c=${c%/}
         n=$(stat_sum "${c##*/}" bad_completions)
         [ "$n" = 0 ] || fail "${c##*/}: $n bad completions"
+        n_ctrls=$((n_ctrls + 1))
     done
-    ls -d "$STATS"/nvma* >/dev/null 2>&1 || fail "no controller of ours to check"
+    [ $n_ctrls -gt 0 ] || fail "no controller of ours to check"
+    echo "$n_ctrls controllers"
 }
 
 check setup setup_io

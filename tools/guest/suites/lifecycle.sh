@@ -15,10 +15,10 @@ unbind_with_io() {
     reap_background_io 60
 }
 
-# No nvme_adaptive disk or interrupt is left.
+# The null controller, unbound, has no disk or interrupt left.
 no_disks_or_irqs_left() {
-    [ -z "$(ls /sys/block | grep nvma)" ] || fail "disks left: $(ls /sys/block | grep nvma)"
-    ! grep -q nvma /proc/interrupts || fail "interrupts left: $(grep nvma /proc/interrupts)"
+    [ -z "$(disks_of "$CTRL_NULL")" ] || fail "disks left: $(disks_of "$CTRL_NULL" | tr '\n' ' ')"
+    ! grep -q -- "-$CTRL_NULL " /proc/interrupts || fail "interrupts left: $(grep -- "-$CTRL_NULL " /proc/interrupts)"
 }
 
 bind_cycles() {

@@ -8,7 +8,8 @@ arm_shutdown() {
     disk=$(disk_of "$CTRL_NULL" 1) || fail "no disk"
     # Still submitting when the kernel shuts the device down.
     start_background_io "$disk" randrw 600
-    echo "expecting shutdown of $CTRL_NULL"
+    ctrl=$(ctrl_of "$CTRL_NULL" "$disk") || fail "no controller name"
+    echo "expecting shutdown of $CTRL_NULL $ctrl"
 }
 
 check armed arm_shutdown
