@@ -18,18 +18,28 @@ impl Expiry for Queue {
         // in: take the lock the way that is right in both.
         let mut cq = self.lock_cq();
         let reaped = self.reap(&mut cq, &mut batch.batch());
+        // After the reap: its latencies end here, and the next wait starts here (the timer's
+        // lateness must not include the reap).
+        let now = self.now_ns();
         let stats = &self.stats;
         stats.count_expiry(reaped);
         let mut params = params::policy();
         // Teardown and CPU hotplug end the episode the way switching adaptive polling off
         // does.
         params.enabled &= cq.adaptive.allowed();
-        let now = self.now_ns();
         let inflight = self.inflight(&cq);
-        let action = cq.adaptive.policy.on_timer(now, reaped, inflight, &params);
+        let late = now.saturating_sub(cq.adaptive.deadline_ns);
+        let found = cq.adaptive.reaped(reaped, now);
+        let action = cq
+            .adaptive
+            .policy
+            .on_timer(now, late, found, inflight, &params);
         self.publish(&cq.adaptive.policy);
         match action {
-            Action::Rearm { wait_ns } => self.timer.start(wait_ns),
+            Action::Rearm { wait_ns } => {
+                cq.adaptive.deadline_ns = now + wait_ns;
+                self.timer.start(wait_ns);
+            }
             Action::StopPolling { ending } => {
                 stats.count_ending(ending);
                 stats.masked.set(0);

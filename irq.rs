@@ -31,11 +31,13 @@ impl Handler for Queue {
         let params = params::policy();
         let now = self.now_ns();
         let inflight = self.inflight(&cq);
-        let action = cq.adaptive.policy.on_irq(now, reaped, inflight, &params);
+        let found = cq.adaptive.reaped(reaped, now);
+        let action = cq.adaptive.policy.on_irq(now, found, inflight, &params);
         if let Action::StartPolling { wait_ns } = action {
             self.stats.episodes.add(1);
             self.stats.masked.set(1);
             irq.mask_nosync();
+            cq.adaptive.deadline_ns = now + wait_ns;
             self.timer.start(wait_ns);
         }
         self.publish(&cq.adaptive.policy);

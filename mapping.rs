@@ -167,6 +167,9 @@ enum Meta {
 pub(crate) struct Iod {
     data: Data,
     meta: Meta,
+    /// When the command went to the submission queue, on the adaptive policy's clock; 0 when
+    /// the queue does not measure its latency.
+    pub(crate) submitted_ns: u64,
 }
 
 /// Maps a request's data and metadata and points its command at them. On error, nothing stays

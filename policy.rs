@@ -7,56 +7,103 @@
 //! and unmasks the vector, `hrtimer.rs` arms the poll timer, `queue.rs` drains the CQ.
 //!
 //! ```text
-//!              rate fills a batch within max_delay, a batch
-//!              is in flight, IRQs reap less than a batch each
-//!   +--------+ ------------------------------------> +------+  kept up: re-arm with
-//!   | Sample |         mask vector, arm timer        | Poll |  wait = batch / rate
+//!              a poll would reap well more than an IRQ
+//!              does, within the latency budget
+//!   +--------+ ------------------------------------> +------+  kept up: re-arm with the
+//!   | Sample |         mask vector, arm timer        | Poll |  wait the budget allows
 //!   +--------+ <------------------------------------ +------+ ---+
 //!       ^        capped / idle after a good episode   |   ^      |
 //!       |        (unmask, reap once more)             |   +------+
-//!       |                                             | stalled, or idle too early:
-//!       |         backoff expired                     | unmask, reap once more
+//!       |                                             | stalled, budget gone, or idle too
+//!       |         backoff expired                     | early: unmask, reap once more
 //!       +----------------------------- +---------+ <--+
-//!                                      | Backoff |  wait = base * behind * growth^failures,
+//!                                      | Backoff |  base * behind * growth^failures,
 //!                                      +---------+  at most backoff_max
 //! ```
 //!
-//! Times are nanoseconds of a monotonic clock. Rates are kept as the mean gap between two
-//! completions (`gap_ns`), so no division by a rate is ever needed and no floating point is used.
+//! Nothing here is sized for one device: every decision scales with what the queue measures.
+//! While on interrupts it measures the mean time between completions (`gap`), the mean number
+//! of commands in flight (`depth`), the completions each interrupt reaps, and the device's
+//! service latency (each command's time from submission to reaping; by Little's law,
+//! `depth * gap`, where commands were not timed). While polling it measures how late the timer
+//! fires (`slack`: about a microsecond on hardware, hundreds under emulation) and the latency
+//! again: the difference to the latency on interrupts is what polling adds.
+//!
+//! A poll interval of `W + slack` delays a completion by half of it on average when
+//! completions arrive evenly, so the policy starts from `W = 2 * budget - slack`, with the
+//! budget `latency_budget_percent` of the device's latency, and then corrects `W` by what it
+//! measures the polls to add: completions that arrive in clumps wait less or more than half an
+//! interval. It polls only if a poll then collects clearly more completions than an interrupt
+//! already does. The module parameters only cap what it derives.
+//!
+//! Times are nanoseconds of a monotonic clock; no floating point is used.
 
 /// Shortest poll wait: below about a microsecond programming the timer costs more than it saves.
 pub(crate) const MIN_WAIT_NS: u64 = 1_000;
 
+/// A poll must collect at least this many completions to replace interrupts.
+pub(crate) const MIN_BATCH: u64 = 2;
+
+/// A poll must collect at least this many times (in eighths) what an interrupt reaps: one mask,
+/// one unmask, the interrupt replayed on unmask and the timer interrupts must be paid back.
+pub(crate) const MIN_GAIN_EIGHTHS: u64 = 12;
+
 /// A poll that reaps at least this share of what the rate estimate predicted is "productive".
 pub(crate) const KEEP_UP_PERCENT: u64 = 50;
 
-/// Polls that must keep up before an episode counts as worth its cost (one mask, one unmask and
-/// the interrupt the device replays on unmask: about three interrupts' worth of work).
+/// Polls that must keep up before an episode counts as worth its cost.
 pub(crate) const MIN_PRODUCTIVE_POLLS: u32 = 4;
 
-/// "How far behind" saturates here, so one empty poll cannot ask for an absurd backoff.
+/// "How far behind" saturates here, so one long silence cannot ask for an absurd backoff.
 pub(crate) const MAX_BEHIND: u64 = 16;
 
-/// A sample is restarted when no interrupt came for this many latency windows (the queue went
-/// idle, and the gap would make a starting burst look slow); a poll episode tolerates silence
-/// of at most this many windows.
-pub(crate) const SAMPLE_IDLE_WINDOWS: u64 = 8;
+/// A sample restarts when the queue was silent for this many service latencies (it went idle:
+/// the silence would make a starting burst look slow); a poll episode tolerates silence of at
+/// most this many.
+pub(crate) const IDLE_LATENCIES: u64 = 8;
+
+/// Before any latency is known, silence longer than this restarts a sample.
+pub(crate) const IDLE_FLOOR_NS: u64 = 1_000_000;
+
+/// The backoff after a failed episode is at least this many service latencies.
+pub(crate) const BACKOFF_LATENCIES: u64 = 16;
+
+/// Timed completions the latency on interrupts must be measured over before a first episode, and
+/// the most its running mean weighs (later samples refine it).
+pub(crate) const BASELINE_MIN: u64 = 256;
+const BASELINE_MAX: u64 = 1024;
+
+/// New measurements weigh a quarter in the moving averages.
+const EWMA_SHIFT: u32 = 2;
 
 /// Consecutive failed episodes beyond this do not grow the backoff further (it is capped anyway).
 const MAX_FAILURES: u32 = 32;
 
-/// Tunables, read afresh at every decision so runtime changes apply at the next one.
+/// The correction of the poll wait (in 256ths) stays within 1/16 and 4 of the even-arrival
+/// estimate, and moves at most by this factor range per poll, a quarter of the way.
+const FIT_ONE: u64 = 256;
+const FIT_MIN: u64 = FIT_ONE / 16;
+const FIT_MAX: u64 = FIT_ONE * 4;
+
+/// The latency polls add is steered to this share of the budget: the latency on interrupts it
+/// is measured against is itself a sample mean, a few percent off either way.
+const AIM_PERCENT: u64 = 85;
+
+/// Tunables, read afresh at every decision so runtime changes apply at the next one. Apart from
+/// the switch and the budget, each only bounds what the policy derives from its measurements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Params {
     /// Master switch; when off the queue never leaves interrupts.
     pub(crate) enabled: bool,
     /// Completions per rate sample while on interrupts.
     pub(crate) sample_size: u32,
-    /// Completions each poll aims to collect.
+    /// Cap on the completions a poll aims to collect.
     pub(crate) target_batch: u32,
-    /// Latency window: the longest wait between two polls.
+    /// Cap on any wait between two polls.
     pub(crate) max_delay_ns: u64,
-    /// Backoff after an episode that fell behind, before growth and the "behind" factor.
+    /// The latency a poll may add on average, in percent of the device's service latency.
+    pub(crate) budget_percent: u32,
+    /// Least backoff after an episode that fell behind, before growth and the "behind" factor.
     pub(crate) backoff_ns: u64,
     /// Cap on any backoff.
     pub(crate) backoff_max_ns: u64,
@@ -90,11 +137,12 @@ pub(crate) mod param {
     pub(crate) const SAMPLE_SIZE: usize = 1;
     pub(crate) const TARGET_BATCH: usize = 2;
     pub(crate) const MAX_DELAY_US: usize = 3;
-    pub(crate) const BACKOFF_US: usize = 4;
-    pub(crate) const BACKOFF_MAX_US: usize = 5;
-    pub(crate) const BACKOFF_GROWTH: usize = 6;
-    pub(crate) const EPISODE_POLLS: usize = 7;
-    pub(crate) const COUNT: usize = 8;
+    pub(crate) const LATENCY_BUDGET_PERCENT: usize = 4;
+    pub(crate) const BACKOFF_US: usize = 5;
+    pub(crate) const BACKOFF_MAX_US: usize = 6;
+    pub(crate) const BACKOFF_GROWTH: usize = 7;
+    pub(crate) const EPISODE_POLLS: usize = 8;
+    pub(crate) const COUNT: usize = 9;
 }
 
 /// Every tunable of the policy, in [`param`] order. Documentation/nvme-adaptive/params.rst
@@ -111,7 +159,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
     ParamSpec {
         name: "sample_size",
         unit: "completions",
-        default: 64,
+        default: 32,
         min: 8,
         max: 65536,
         description: "completions per rate sample while on interrupts",
@@ -119,18 +167,26 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
     ParamSpec {
         name: "target_batch",
         unit: "completions",
-        default: 8,
+        default: 256,
         min: 2,
         max: 1024,
-        description: "completions each poll aims to collect",
+        description: "cap on the completions a poll aims to collect",
     },
     ParamSpec {
         name: "max_delay_us",
         unit: "us",
-        default: 100,
+        default: 10000,
         min: 5,
         max: 10000,
-        description: "latency window: longest wait between two polls",
+        description: "cap on any wait between two polls",
+    },
+    ParamSpec {
+        name: "latency_budget_percent",
+        unit: "% of device latency",
+        default: 25,
+        min: 1,
+        max: 100,
+        description: "latency a poll may add on average, in percent of the measured device latency",
     },
     ParamSpec {
         name: "backoff_us",
@@ -138,7 +194,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         default: 1000,
         min: 10,
         max: 1_000_000,
-        description: "base wait on interrupts after a poll episode fell behind",
+        description: "least wait on interrupts after a poll episode fell behind",
     },
     ParamSpec {
         name: "backoff_max_us",
@@ -174,6 +230,7 @@ impl Params {
             sample_size: raw[param::SAMPLE_SIZE],
             target_batch: raw[param::TARGET_BATCH],
             max_delay_ns: raw[param::MAX_DELAY_US] as u64 * 1000,
+            budget_percent: raw[param::LATENCY_BUDGET_PERCENT],
             backoff_ns: raw[param::BACKOFF_US] as u64 * 1000,
             backoff_max_ns: raw[param::BACKOFF_MAX_US] as u64 * 1000,
             backoff_growth: raw[param::BACKOFF_GROWTH],
@@ -185,7 +242,7 @@ impl Params {
 /// Where the queue is in its loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
-    /// On interrupts, measuring the completion rate.
+    /// On interrupts, measuring.
     Sample,
     /// Vector masked; the poll timer drains the CQ.
     Poll,
@@ -208,8 +265,8 @@ impl Stage {
 pub(crate) enum Ending {
     /// Nothing left in flight.
     Idle,
-    /// The poll reaped far fewer completions than the rate predicted, or the rate no longer
-    /// fills a batch within the latency window.
+    /// The poll reaped far fewer completions than the rate predicted, or a poll could no longer
+    /// collect enough within the latency budget.
     Stalled,
     /// The episode reached `episode_polls`: back to interrupts to re-sample.
     Capped,
@@ -230,21 +287,118 @@ pub(crate) enum Action {
     StopPolling { ending: Ending },
 }
 
+/// Completions one interrupt or poll reaped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reaped {
+    pub(crate) count: u32,
+    /// How many of them carried their submission time, and the sum of their latencies
+    /// (submission to this reap).
+    pub(crate) timed: u32,
+    pub(crate) latency_sum_ns: u64,
+}
+
+impl Reaped {
+    fn mean_latency_ns(&self) -> Option<u64> {
+        self.latency_sum_ns.checked_div(self.timed.into())
+    }
+}
+
+/// What the queue measured: the inputs of every decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Estimates {
+    /// Mean time between two completions.
+    pub(crate) gap_ns: u64,
+    /// Mean commands in flight, in sixteenths.
+    pub(crate) depth_x16: u64,
+    /// The device's service latency (submission to reaping) on interrupts: the running mean
+    /// over the last [`BASELINE_MAX`] or so timed completions that samples measured, or Little's
+    /// law (`depth * gap`) where none were timed. Polling leaves it alone: it is the reference
+    /// for what polling adds.
+    pub(crate) latency_ns: u64,
+    /// The completions `latency_ns` stands for.
+    pub(crate) latency_weight: u64,
+    /// The latency while polling, and the correction of the poll wait it led to (in 256ths).
+    pub(crate) poll_latency_ns: u64,
+    pub(crate) fit_x256: u64,
+    /// Completions one interrupt reaped on average in the last sample, in sixteenths.
+    pub(crate) per_irq_x16: u64,
+    /// How late the poll timer fires, on average.
+    pub(crate) slack_ns: u64,
+}
+
+impl Estimates {
+    /// The latency polling may add.
+    fn budget_ns(&self, p: &Params) -> u64 {
+        self.latency_ns.saturating_mul(u64::from(p.budget_percent)) / 100
+    }
+
+    /// The poll wait and the batch it collects, within the latency budget and the caps, and
+    /// whether a cap (not the budget) set them; `None` when no wait collects a batch within the
+    /// budget.
+    fn plan(&self, p: &Params) -> Option<Plan> {
+        if self.gap_ns == 0 {
+            return None;
+        }
+        // Evenly arriving completions wait half of the interval `wait + slack` on average.
+        let even = self
+            .budget_ns(p)
+            .saturating_mul(2)
+            .checked_sub(self.slack_ns)?;
+        let wanted = even.saturating_mul(self.fit_x256) / FIT_ONE;
+        let wait = wanted.min(p.max_delay_ns);
+        // The nearest whole batch: the wait's correction absorbs the rounding.
+        let batch = ((wait + self.gap_ns / 2) / self.gap_ns)
+            .min(u64::from(p.target_batch))
+            .min(self.depth_x16 / 16);
+        if batch < MIN_BATCH {
+            return None;
+        }
+        Some(Plan {
+            wait_ns: batch
+                .saturating_mul(self.gap_ns)
+                .min(p.max_delay_ns)
+                .max(MIN_WAIT_NS),
+            batch,
+            capped: batch < (wanted + self.gap_ns / 2) / self.gap_ns,
+        })
+    }
+
+    /// Whether polling with `batch` per poll takes clearly fewer interrupts than interrupts do.
+    fn pays(&self, batch: u64) -> bool {
+        batch.saturating_mul(16 * 8) >= self.per_irq_x16.saturating_mul(MIN_GAIN_EIGHTHS)
+    }
+}
+
+/// A poll wait and what it should collect.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    wait_ns: u64,
+    batch: u64,
+    /// A parameter cap or the depth, not the budget, limits the wait.
+    capped: bool,
+}
+
 /// Per-queue policy state. Owned by the queue and only touched under its CQ lock.
 #[derive(Clone, Debug)]
 pub(crate) struct Policy {
     stage: Stage,
-    /// Start of the current rate sample; `None` until the first interrupt opens one.
+    /// Start of the current sample; `None` until the first interrupt opens one.
     sample_start: Option<u64>,
-    /// Completions counted in the current sample, and the interrupts that reaped them.
+    /// Completions counted in the current sample, the interrupts that reaped them, the
+    /// commands in flight when each came (summed), and the latencies of the timed ones.
     sample_count: u64,
     sample_irqs: u64,
+    sample_depth: u64,
+    sample_timed: u64,
+    sample_latency_sum: u64,
     /// Time of the last interrupt event (to notice an idle queue).
     last_irq: u64,
-    /// Estimated mean time between two completions.
-    gap_ns: u64,
-    /// Wait requested from the timer for the current or last poll.
+    est: Estimates,
+    /// Wait requested from the timer for the current or last poll, the batch it aims at, and
+    /// whether a cap set them.
     wait_ns: u64,
+    batch: u64,
+    capped: bool,
     /// Time of the last poll decision (the start of the interval the next poll measures).
     last_poll: u64,
     /// Time of the last poll that reaped anything (or of the start of the episode).
@@ -264,6 +418,14 @@ pub(crate) fn rate_per_sec(gap_ns: u64) -> u64 {
     1_000_000_000u64.checked_div(gap_ns).unwrap_or(0)
 }
 
+/// `old` moved a quarter of the way to `new`.
+fn ewma(old: u64, new: u64) -> u64 {
+    if old == 0 {
+        return new;
+    }
+    old - (old >> EWMA_SHIFT) + (new >> EWMA_SHIFT)
+}
+
 impl Policy {
     pub(crate) const fn new() -> Self {
         Self {
@@ -271,9 +433,23 @@ impl Policy {
             sample_start: None,
             sample_count: 0,
             sample_irqs: 0,
+            sample_depth: 0,
+            sample_timed: 0,
+            sample_latency_sum: 0,
             last_irq: 0,
-            gap_ns: 0,
+            est: Estimates {
+                gap_ns: 0,
+                depth_x16: 0,
+                latency_ns: 0,
+                latency_weight: 0,
+                poll_latency_ns: 0,
+                fit_x256: FIT_ONE,
+                per_irq_x16: 0,
+                slack_ns: 0,
+            },
             wait_ns: 0,
+            batch: 0,
+            capped: false,
             last_poll: 0,
             last_reap: 0,
             episode_polls: 0,
@@ -288,14 +464,19 @@ impl Policy {
         self.stage
     }
 
-    /// Estimated time between two completions (0 before the first sample).
-    pub(crate) fn gap_ns(&self) -> u64 {
-        self.gap_ns
+    /// What the queue measured so far.
+    pub(crate) fn estimates(&self) -> Estimates {
+        self.est
     }
 
     /// The last wait asked of the poll timer.
     pub(crate) fn wait_ns(&self) -> u64 {
         self.wait_ns
+    }
+
+    /// The completions the current or last poll aims at.
+    pub(crate) fn batch(&self) -> u64 {
+        self.batch
     }
 
     /// The current (or last) backoff.
@@ -308,9 +489,23 @@ impl Policy {
         self.failures
     }
 
-    /// The IRQ handler reaped `reaped` completions at `now`; `inflight` remain outstanding.
-    /// Returns [`Action::Stay`] or [`Action::StartPolling`].
-    pub(crate) fn on_irq(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
+    /// Silence after which the queue counts as idle: a few service latencies, measured in the
+    /// last sample or, before there is one, in the current sample so far.
+    fn idle_ns(&self) -> u64 {
+        let running = self
+            .sample_latency_sum
+            .checked_div(self.sample_timed)
+            .unwrap_or(0);
+        self.est
+            .latency_ns
+            .max(running)
+            .saturating_mul(IDLE_LATENCIES)
+            .max(IDLE_FLOOR_NS)
+    }
+
+    /// The IRQ handler reaped at `now`; `inflight` remain outstanding. Returns
+    /// [`Action::Stay`] or [`Action::StartPolling`].
+    pub(crate) fn on_irq(&mut self, now: u64, reaped: Reaped, inflight: u32, p: &Params) -> Action {
         let since_last = now.saturating_sub(self.last_irq);
         self.last_irq = now;
         match self.stage {
@@ -332,39 +527,103 @@ impl Policy {
             self.restart_sample(now);
             return Action::Stay;
         };
-        if since_last > p.max_delay_ns.saturating_mul(SAMPLE_IDLE_WINDOWS) {
+        if since_last > self.idle_ns() {
             self.restart_sample(now);
             return Action::Stay;
         }
-        self.sample_count = self.sample_count.saturating_add(u64::from(reaped));
+        self.sample_count = self.sample_count.saturating_add(u64::from(reaped.count));
         self.sample_irqs = self.sample_irqs.saturating_add(1);
+        // What the device held when the interrupt came.
+        self.sample_depth = self
+            .sample_depth
+            .saturating_add(u64::from(inflight) + u64::from(reaped.count));
+        self.sample_timed = self.sample_timed.saturating_add(reaped.timed.into());
+        self.sample_latency_sum = self
+            .sample_latency_sum
+            .saturating_add(reaped.latency_sum_ns);
         if self.sample_count < u64::from(p.sample_size) {
             return Action::Stay;
         }
-        self.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
-        // Interrupts that already reap a batch each (the device posts completions in clumps)
-        // leave nothing for polling to save.
-        let batched =
-            self.sample_count >= self.sample_irqs.saturating_mul(u64::from(p.target_batch));
+        let irqs = self.sample_irqs.max(1);
+        self.est.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
+        self.est.depth_x16 = self.sample_depth.saturating_mul(16) / irqs;
+        self.measure_latency();
+        self.est.per_irq_x16 = self.sample_count.saturating_mul(16) / irqs;
         self.restart_sample(now);
-        let wait = self.batch_wait(p);
-        if wait > p.max_delay_ns || inflight < p.target_batch || batched {
+        let Some(plan) = self.est.plan(p) else {
+            return Action::Stay;
+        };
+        if self.est.latency_weight < BASELINE_MIN
+            || u64::from(inflight) < plan.batch
+            || !self.est.pays(plan.batch)
+        {
             return Action::Stay;
         }
         self.stage = Stage::Poll;
-        self.wait_ns = wait.max(MIN_WAIT_NS);
+        self.set_plan(plan);
+        self.est.poll_latency_ns = 0;
         self.last_poll = now;
         self.last_reap = now;
         self.episode_polls = 0;
         self.productive_polls = 0;
         Action::StartPolling {
-            wait_ns: self.wait_ns,
+            wait_ns: plan.wait_ns,
         }
     }
 
-    /// The poll timer reaped `reaped` completions at `now`; `inflight` remain outstanding.
-    /// Returns [`Action::Rearm`] or [`Action::StopPolling`].
-    pub(crate) fn on_timer(&mut self, now: u64, reaped: u32, inflight: u32, p: &Params) -> Action {
+    /// Folds the sample's latencies into the running mean.
+    fn measure_latency(&mut self) {
+        if self.sample_timed == 0 {
+            // Nothing timed (adaptive polling was off at submission): Little's law, and a
+            // baseline no better than this sample.
+            self.est.latency_ns = self.est.depth_x16.saturating_mul(self.est.gap_ns) / 16;
+            self.est.latency_weight = BASELINE_MIN;
+            return;
+        }
+        let w = self.est.latency_weight;
+        let total = self
+            .est
+            .latency_ns
+            .saturating_mul(w)
+            .saturating_add(self.sample_latency_sum);
+        self.est.latency_weight = (w + self.sample_timed).min(BASELINE_MAX);
+        self.est.latency_ns = total / (w + self.sample_timed);
+    }
+
+    fn set_plan(&mut self, plan: Plan) {
+        self.wait_ns = plan.wait_ns;
+        self.batch = plan.batch;
+        self.capped = plan.capped;
+    }
+
+    /// Moves the wait's correction a quarter of the way to where the latency polls add meets
+    /// [`AIM_PERCENT`] of the budget. A wait held down by a cap cannot grow, so its correction
+    /// does not either.
+    fn fit(&mut self, p: &Params) {
+        let added = self
+            .est
+            .poll_latency_ns
+            .saturating_sub(self.est.latency_ns)
+            .max(1);
+        let aim = self.est.budget_ns(p).saturating_mul(AIM_PERCENT) / 100;
+        let ratio = (aim.saturating_mul(FIT_ONE) / added).clamp(FIT_ONE / 2, FIT_ONE * 2);
+        if ratio > FIT_ONE && self.capped {
+            return;
+        }
+        self.est.fit_x256 =
+            (self.est.fit_x256 * (3 * FIT_ONE + ratio) / (4 * FIT_ONE)).clamp(FIT_MIN, FIT_MAX);
+    }
+
+    /// The poll timer fired `late_ns` after the wait asked and reaped at `now`; `inflight`
+    /// remain outstanding. Returns [`Action::Rearm`] or [`Action::StopPolling`].
+    pub(crate) fn on_timer(
+        &mut self,
+        now: u64,
+        late_ns: u64,
+        reaped: Reaped,
+        inflight: u32,
+        p: &Params,
+    ) -> Action {
         if self.stage != Stage::Poll {
             // Only reachable if the driver broke the protocol; never leave a vector masked.
             return Action::StopPolling {
@@ -374,9 +633,14 @@ impl Policy {
         let elapsed = now.saturating_sub(self.last_poll).max(1);
         self.last_poll = now;
         self.episode_polls = self.episode_polls.saturating_add(1);
-        let reaped = u64::from(reaped);
+        self.est.slack_ns = ewma(self.est.slack_ns, late_ns.max(1));
+        if let Some(latency) = reaped.mean_latency_ns() {
+            self.est.poll_latency_ns = ewma(self.est.poll_latency_ns, latency);
+            self.fit(p);
+        }
+        let reaped = u64::from(reaped.count);
         if reaped * 100
-            >= (elapsed / self.gap_ns.max(1))
+            >= (elapsed / self.est.gap_ns.max(1))
                 .max(1)
                 .saturating_mul(KEEP_UP_PERCENT)
         {
@@ -387,13 +651,12 @@ impl Policy {
             // of the interval, so clumped arrivals do not bias the estimate.
             let span = now.saturating_sub(self.last_reap).max(1);
             self.last_reap = now;
-            // Moving average, a quarter weight for the newest interval.
-            self.gap_ns = (self
-                .gap_ns
-                .saturating_mul(3)
-                .saturating_add(span / reaped.max(1))
-                / 4)
-            .max(1);
+            self.est.gap_ns = ewma(self.est.gap_ns, (span / reaped).max(1)).max(1);
+            // What the device held before this poll.
+            self.est.depth_x16 = ewma(
+                self.est.depth_x16,
+                (u64::from(inflight) + reaped).saturating_mul(16),
+            );
         }
 
         if !p.enabled {
@@ -406,24 +669,23 @@ impl Policy {
         // and those complete together one latency later. Silence is a stall only when it lasts
         // longer than the work in flight should take at the estimated rate (Little's law).
         let silence = now.saturating_sub(self.last_reap);
-        let tolerance = (u64::from(inflight) * self.gap_ns)
-            .min(p.max_delay_ns.saturating_mul(SAMPLE_IDLE_WINDOWS))
+        let tolerance = (u64::from(inflight) * self.est.gap_ns)
+            .min(self.idle_ns())
             .max(self.wait_ns.saturating_mul(2));
         if silence > tolerance {
             let behind = (silence / self.wait_ns.max(1)).clamp(1, MAX_BEHIND);
             return self.end_episode(now, Ending::Stalled, behind, p);
         }
-        let wait = self.batch_wait(p);
-        if wait > p.max_delay_ns {
-            let behind = wait.div_ceil(p.max_delay_ns.max(1)).clamp(1, MAX_BEHIND);
-            return self.end_episode(now, Ending::Stalled, behind, p);
-        }
+        // The rate, depth or timer lateness changed: no batch fits the budget any more.
+        let Some(plan) = self.est.plan(p) else {
+            return self.end_episode(now, Ending::Stalled, 1, p);
+        };
         if self.episode_polls >= p.episode_polls {
             return self.end_episode(now, Ending::Capped, 1, p);
         }
-        self.wait_ns = wait.max(MIN_WAIT_NS);
+        self.set_plan(plan);
         Action::Rearm {
-            wait_ns: self.wait_ns,
+            wait_ns: plan.wait_ns,
         }
     }
 
@@ -438,16 +700,14 @@ impl Policy {
         was_polling
     }
 
-    /// Time to collect one batch at the estimated rate.
-    fn batch_wait(&self, p: &Params) -> u64 {
-        self.gap_ns.saturating_mul(u64::from(p.target_batch))
-    }
-
     fn restart_sample(&mut self, now: u64) {
         self.stage = Stage::Sample;
         self.sample_start = Some(now);
         self.sample_count = 0;
         self.sample_irqs = 0;
+        self.sample_depth = 0;
+        self.sample_timed = 0;
+        self.sample_latency_sum = 0;
     }
 
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {
@@ -467,8 +727,12 @@ impl Policy {
                 } else {
                     self.failures = (self.failures + 1).min(MAX_FAILURES);
                 }
-                // The first failure waits the base backoff; each further one grows it.
-                let mut backoff = p.backoff_ns.saturating_mul(behind);
+                // The first failure waits the base backoff, at least a few service latencies;
+                // each further one grows it.
+                let base = p
+                    .backoff_ns
+                    .max(self.est.latency_ns.saturating_mul(BACKOFF_LATENCIES));
+                let mut backoff = base.saturating_mul(behind);
                 for _ in 1..self.failures {
                     backoff = backoff.saturating_mul(u64::from(p.backoff_growth));
                     if backoff >= p.backoff_max_ns {

@@ -30,7 +30,8 @@ use kernel::{
 use crate::{
     cmd::{opcode, Command, Completion},
     mapping::{self, Iod, Pools},
-    policy::Policy,
+    params,
+    policy::{Policy, Reaped},
     regs::Doorbells,
     stats::QueueStats,
     sys::{
@@ -168,9 +169,25 @@ pub(crate) struct Adaptive {
     /// A CPU is going down: its interrupts are about to be shut down under the queue, so no
     /// episode may mask one.
     pub(crate) paused: bool,
+    /// When the armed poll timer should fire, on the policy's clock (to measure its lateness).
+    pub(crate) deadline_ns: u64,
+    /// The timed commands the last reap completed and the sum of their submission times.
+    timed: u32,
+    submitted_sum_ns: u64,
 }
 
 impl Adaptive {
+    /// What the last reap found, `count` completions, timed at `now`.
+    pub(crate) fn reaped(&self, count: u32, now: u64) -> Reaped {
+        Reaped {
+            count,
+            timed: self.timed,
+            latency_sum_ns: u64::from(self.timed)
+                .wrapping_mul(now)
+                .wrapping_sub(self.submitted_sum_ns),
+        }
+    }
+
     /// Whether a poll episode may run now.
     pub(crate) fn allowed(&self) -> bool {
         !self.stopping && !self.paused
@@ -261,6 +278,9 @@ impl Queue {
                         completed: 0,
                         stopping: false,
                         paused: false,
+                        deadline_ns: 0,
+                        timed: 0,
+                        submitted_sum_ns: 0,
                     },
                 }),
                 enabled: Atomic::new(false),
@@ -571,6 +591,7 @@ impl Queue {
 
     /// Submits a prepared request's command (see [`Queue::submit`]).
     fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
+        rq.pdu().submitted_ns = self.submission_time();
         let cmd = *rq.command();
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
@@ -585,9 +606,11 @@ impl Queue {
 
     /// Submits a list of prepared requests under one lock and one doorbell write.
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
+        let now = self.submission_time();
         let mut sq = self.sq.lock();
         let mut any = false;
         while let Some(mut rq) = list.pop() {
+            rq.pdu().submitted_ns = now;
             let cmd = *rq.command();
             if self.copy_command(&mut sq, &cmd).is_ok() {
                 self.stats.submitted.add(1);
@@ -599,6 +622,15 @@ impl Queue {
         }
         if any {
             self.write_sq_doorbell(&mut sq, true);
+        }
+    }
+
+    /// The time to record for a submission: only a queue that may poll measures its latency.
+    fn submission_time(&self) -> u64 {
+        if self.own_irq.load(Relaxed) != 0 && params::adaptive() {
+            self.now_ns()
+        } else {
+            0
         }
     }
 
@@ -687,6 +719,8 @@ impl Queue {
             shadow,
             adaptive,
         } = cq;
+        adaptive.timed = 0;
+        adaptive.submitted_sum_ns = 0;
         let Some(ring) = ring.as_ref() else {
             return 0;
         };
@@ -695,10 +729,10 @@ impl Queue {
             // The phase tag is read before the rest of the entry.
             dma_mb(Read);
             if let Ok(cqe) = Self::read_cqe(ring, *head) {
-                self.handle(&cqe, batch);
+                self.handle(&cqe, adaptive, batch);
                 #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
                 if self.stats.take_duplicate() {
-                    self.handle(&cqe, batch);
+                    self.handle(&cqe, adaptive, batch);
                 }
             }
             *head = next(*head, *depth);
@@ -719,7 +753,7 @@ impl Queue {
         n
     }
 
-    fn handle(&self, cqe: &Completion, batch: &mut Batch<'_>) {
+    fn handle(&self, cqe: &Completion, adaptive: &mut Adaptive, batch: &mut Batch<'_>) {
         let cid = cqe.command_id();
         // The Asynchronous Event Request has no request: it never times out and survives
         // resets, so nvme-core keeps it apart.
@@ -727,7 +761,7 @@ impl Queue {
             self.hw.core.complete_aen(cqe.status, cqe.result);
             return;
         }
-        let Some(rq) = self.tags.find::<Iod>(cid) else {
+        let Some(mut rq) = self.tags.find::<Iod>(cid) else {
             self.stats.bad_completions.add(1);
             // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
             if self.stats.bad_completions.get().is_power_of_two() {
@@ -742,6 +776,11 @@ impl Queue {
             return;
         };
         rq.trace_sq(cqe.sq_head(), self.tail_seen.load(Relaxed) as u16);
+        let submitted = rq.pdu().submitted_ns;
+        if submitted != 0 {
+            adaptive.timed += 1;
+            adaptive.submitted_sum_ns = adaptive.submitted_sum_ns.wrapping_add(submitted);
+        }
         let Some(rq) = rq.try_complete(cqe.status, cqe.result) else {
             return;
         };
@@ -767,8 +806,9 @@ impl Queue {
     /// Shows the policy's state in the statistics.
     pub(crate) fn publish(&self, policy: &Policy) {
         self.stats.set_stage(policy.stage());
-        self.stats.gap_ns.set(policy.gap_ns());
+        self.stats.set_estimates(&policy.estimates());
         self.stats.wait_ns.set(policy.wait_ns());
+        self.stats.batch.set(policy.batch());
         self.stats.backoff_ns.set(policy.backoff_ns());
         self.stats.failures.set(policy.failures().into());
     }

@@ -13,7 +13,7 @@ use kernel::{
     sync::atomic::{Atomic, Relaxed},
 };
 
-use crate::policy::{self, Ending, Stage};
+use crate::policy::{self, Ending, Estimates, Stage};
 
 /// One counter; see the module documentation for why `add` is not atomic.
 pub(crate) struct Counter(Atomic<u64>);
@@ -81,9 +81,19 @@ pub(crate) struct QueueStats {
     pub(crate) bad_completions: Counter,
     pub(crate) stage: Gauge,
     pub(crate) masked: Gauge,
-    /// The policy's completion gap; shown as a rate (the division is left to the reader).
-    pub(crate) gap_ns: Gauge,
+    /// What the policy measured (see [`Estimates`]): the gap is shown as a rate, the depth and
+    /// per-interrupt counts in whole commands, the fit in percent (the divisions are left to
+    /// the reader).
+    gap_ns: Gauge,
+    depth_x16: Gauge,
+    latency_ns: Gauge,
+    poll_latency_ns: Gauge,
+    fit_x256: Gauge,
+    per_irq_x16: Gauge,
+    slack_ns: Gauge,
     pub(crate) wait_ns: Gauge,
+    /// Completions the current or last poll aims to collect.
+    pub(crate) batch: Gauge,
     pub(crate) backoff_ns: Gauge,
     pub(crate) failures: Gauge,
 }
@@ -95,6 +105,16 @@ impl QueueStats {
             Stage::Poll => 1,
             Stage::Backoff => 2,
         });
+    }
+
+    pub(crate) fn set_estimates(&self, est: &Estimates) {
+        self.gap_ns.set(est.gap_ns);
+        self.depth_x16.set(est.depth_x16);
+        self.latency_ns.set(est.latency_ns);
+        self.poll_latency_ns.set(est.poll_latency_ns);
+        self.fit_x256.set(est.fit_x256);
+        self.per_irq_x16.set(est.per_irq_x16);
+        self.slack_ns.set(est.slack_ns);
     }
 
     /// An interrupt found `reaped` completions.
@@ -167,7 +187,14 @@ impl QueueStats {
             "rate_per_sec: {}",
             policy::rate_per_sec(self.gap_ns.get())
         )?;
+        writeln!(f, "depth: {}", self.depth_x16.get() / 16)?;
+        writeln!(f, "per_irq: {}", self.per_irq_x16.get() / 16)?;
+        writeln!(f, "latency_ns: {}", self.latency_ns.get())?;
+        writeln!(f, "poll_latency_ns: {}", self.poll_latency_ns.get())?;
+        writeln!(f, "slack_ns: {}", self.slack_ns.get())?;
+        writeln!(f, "wait_fit_percent: {}", self.fit_x256.get() * 100 / 256)?;
         writeln!(f, "wait_ns: {}", self.wait_ns.get())?;
+        writeln!(f, "batch: {}", self.batch.get())?;
         writeln!(f, "backoff_ns: {}", self.backoff_ns.get())?;
         writeln!(f, "failed_episodes: {}", self.failures.get())?;
         writeln!(f, "bad_completions: {}", self.bad_completions.get())?;

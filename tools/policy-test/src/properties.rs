@@ -9,18 +9,26 @@ use proptest::prelude::*;
 #[derive(Clone, Debug)]
 enum Event {
     /// An interrupt after `dt` ns reaping `reaped`, leaving `inflight`.
-    Irq { dt: u64, reaped: u32, inflight: u32 },
+    Irq { dt: u64, reaped: Reaped, inflight: u32 },
     /// The poll timer fires `late` ns after its requested wait.
-    Timer { late: u64, reaped: u32, inflight: u32 },
+    Timer { late: u64, reaped: Reaped, inflight: u32 },
     /// A runtime write of the adaptive switch.
     Toggle,
 }
 
+/// Up to 64 completions, some or all of them timed, each after up to 10 ms.
+fn reaped() -> impl Strategy<Value = Reaped> {
+    (0u32..64, 0u32..=100, 0u64..10_000_000).prop_map(|(count, timed_percent, latency)| {
+        let timed = count * timed_percent / 100;
+        Reaped { count, timed, latency_sum_ns: u64::from(timed) * latency }
+    })
+}
+
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        4 => (0u64..200_000, 0u32..64, 0u32..256)
+        4 => (0u64..200_000, reaped(), 0u32..256)
             .prop_map(|(dt, reaped, inflight)| Event::Irq { dt, reaped, inflight }),
-        4 => (0u64..300_000, 0u32..64, 0u32..256)
+        4 => (0u64..300_000, reaped(), 0u32..256)
             .prop_map(|(late, reaped, inflight)| Event::Timer { late, reaped, inflight }),
         1 => Just(Event::Toggle),
     ]
@@ -69,7 +77,7 @@ proptest! {
                         Action::Stay => {}
                         Action::StartPolling { wait_ns } => {
                             prop_assert!(p.enabled, "polling started while disabled");
-                            prop_assert!(inflight >= p.target_batch);
+                            prop_assert!(u64::from(inflight) >= MIN_BATCH);
                             prop_assert!(wait_ns <= p.max_delay_ns, "wait {} > window {}", wait_ns, p.max_delay_ns);
                             prop_assert!(wait_ns >= MIN_WAIT_NS);
                             masked = true;
@@ -82,10 +90,10 @@ proptest! {
                 Event::Timer { late, reaped, inflight } => {
                     let Some(wait) = armed_for else { continue };
                     now += wait + late;
-                    match pol.on_timer(now, reaped, inflight, &p) {
+                    match pol.on_timer(now, late, reaped, inflight, &p) {
                         Action::Rearm { wait_ns } => {
                             prop_assert!(p.enabled, "kept polling while disabled");
-                            prop_assert!(inflight > 0 || reaped > 0, "kept polling an idle queue");
+                            prop_assert!(inflight > 0 || reaped.count > 0, "kept polling an idle queue");
                             prop_assert!(wait_ns <= p.max_delay_ns, "wait {} > window {}", wait_ns, p.max_delay_ns);
                             prop_assert!(wait_ns >= MIN_WAIT_NS);
                             armed_for = Some(wait_ns);
@@ -118,6 +126,7 @@ proptest! {
         let mut now = 0;
         for (dt, reaped, inflight) in events {
             now += dt;
+            let reaped = Reaped { count: reaped, timed: reaped, latency_sum_ns: u64::from(reaped) * 100_000 };
             prop_assert_eq!(pol.on_irq(now, reaped, inflight, &p), Action::Stay);
         }
     }
@@ -130,18 +139,20 @@ proptest! {
         let mut pol = Policy::new();
         let mut now = 0u64;
         for reaped_in_first_poll in behind_polls {
-            // Drive a dense sample until polling starts (or give up if the window forbids it).
+            // Drive a dense sample until polling starts (or give up if the budget forbids it).
             let mut started = None;
-            for _ in 0..=(p.sample_size / 32 + 2) {
+            let dense = Reaped { count: 32, timed: 32, latency_sum_ns: 32 * 200_000 };
+            for _ in 0..=((p.sample_size as u64).max(BASELINE_MIN) / 32 + 2) {
                 now += 1_000;
-                if let Action::StartPolling { wait_ns } = pol.on_irq(now, 32, p.target_batch.max(512), &p) {
+                if let Action::StartPolling { wait_ns } = pol.on_irq(now, dense, p.target_batch.max(512), &p) {
                     started = Some(wait_ns);
                     break;
                 }
             }
             let Some(wait) = started else { continue };
             now += wait;
-            let a = pol.on_timer(now, reaped_in_first_poll, 64, &p);
+            let first = Reaped { count: reaped_in_first_poll, ..Reaped::default() };
+            let a = pol.on_timer(now, 0, first, 64, &p);
             prop_assert!(matches!(a, Action::StopPolling { .. } | Action::Rearm { .. }), "on_timer returned {:?}", a);
             prop_assert!(pol.backoff_ns() <= p.backoff_max_ns);
             if pol.stage() == Stage::Poll {
