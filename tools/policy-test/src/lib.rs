@@ -7,6 +7,8 @@
 mod policy;
 
 #[cfg(test)]
+mod grid;
+#[cfg(test)]
 mod model;
 #[cfg(test)]
 mod properties;
