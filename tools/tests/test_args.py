@@ -16,7 +16,7 @@ def check(*argv):
 class Arguments(unittest.TestCase):
     def test_default_is_the_quick_emulated_run(self):
         cells, setting = check()
-        self.assertEqual(setting, bench.EMULATED_PARAMS)
+        self.assertEqual(setting, "", "the module's defaults, as a user's insmod")
         self.assertEqual({c[1] for c in cells}, set(matrix.DRIVERS))
         self.assertEqual({c[3] for c in cells if c[2] == "randread"}, {1, 16, 32, 128})
         self.assertEqual({c[3] for c in cells if c[2] == "peak"}, {matrix.PEAK_QD})
@@ -36,6 +36,14 @@ class Arguments(unittest.TestCase):
         self.assertEqual({(c[0], c[6], c[2]) for c in cells} >= {(2, 7, "randwrite")}, True)
         self.assertEqual(setting, "target_batch=16 max_delay_us=50")
 
+    def test_latency_list(self):
+        a = bench.parser().parse_args(["--latency", "0,200,1000"])
+        bench.check_args(a, KNOWN)
+        self.assertEqual(a.latencies, (0, 200, 1000))
+        a = bench.parser().parse_args([])
+        bench.check_args(a, KNOWN)
+        self.assertEqual(a.latencies, bench.DEFAULT_LATENCIES_US)
+
     def test_driver_subset(self):
         cells, _ = check("--drivers", "stock,adaptive-off")
         self.assertEqual({c[1] for c in cells}, {"stock", "adaptive-off"})
@@ -44,7 +52,8 @@ class Arguments(unittest.TestCase):
         for argv in (["--qd", "0"], ["--qd", "x"], ["--reps", "0"], ["--runtime", "4000"], ["--workloads", "seqread"], ["--drivers", "stock,spdk"],
                      ["--params", "target_batch=1"], ["--params", "max_delay_us=10001"], ["--params", "nosuch=1"],
                      ["--params", "target_batch"], ["--params", "target_batch=-3"], ["--device", "01:00"],
-                     ["--device", "01:00.0", "--device", "0000:01:00.0"], ["--latency-ns", "-1"],
+                     ["--device", "01:00.0", "--device", "0000:01:00.0"], ["--latency", "-1"], ["--latency", "0,x"], ["--latency", "200,200"],
+                     ["--device", "01:00.0", "--latency", "200"],
                      ["--device", "01:00.0", "--kernel", "debug"]):
             with self.subTest(argv=argv), self.assertRaises(bench.Usage):
                 check(*argv)
@@ -65,7 +74,8 @@ class Arguments(unittest.TestCase):
     def test_every_policy_parameter_is_known_with_its_range(self):
         self.assertEqual(KNOWN["target_batch"], (2, 1024))
         self.assertEqual(KNOWN["backoff_max_us"], (10, 60_000_000))
-        self.assertEqual(len(KNOWN), 8)
+        self.assertEqual(KNOWN["latency_budget_percent"], (1, 100))
+        self.assertEqual(len(KNOWN), 9)
 
 
 class Matrix(unittest.TestCase):
