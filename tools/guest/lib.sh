@@ -229,9 +229,17 @@ unbind_adaptive() {
     limit 60 "unbind of $1" sh -c "echo $1 >/sys/bus/pci/drivers/nvme_adaptive/unbind"
 }
 
+# The statistics files of nvme_adaptive controller CTRL's queues (q0, q1, ...; not the other
+# files of its debugfs directory, such as fault injection controls).
+queue_files() {
+    for q in "$STATS/$1"/q*; do
+        case "${q##*/}" in q[0-9]|q[0-9][0-9]|q[0-9][0-9][0-9]) echo "$q" ;; esac
+    done
+}
+
 # Sum of field KEY over the queue files of nvme_adaptive controller CTRL (its debugfs name).
 stat_sum() {
-    cat "$STATS/$1"/q* | awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }'
+    queue_files "$1" | xargs cat | awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }'
 }
 
 # Block requests as the driver receives them, through the block_rq_issue tracepoint:

@@ -70,12 +70,12 @@ sparse_queue_stays() {
 
 # A queue of the slow controller is polling.
 some_queue_polls() {
-    grep -qx 'stage: poll' "$STATS/$SLOW_CTRL"/q*
+    queue_files "$SLOW_CTRL" | xargs grep -qx 'stage: poll'
 }
 
 # Every queue of the controller is on interrupts: not polling, vector not masked.
 all_on_interrupts() {
-    for q in "$STATS/$SLOW_CTRL"/q*; do
+    for q in $(queue_files "$SLOW_CTRL"); do
         grep -qx 'stage: poll' "$q" && return 1
         grep -qx 'masked: 1' "$q" && return 1
     done
