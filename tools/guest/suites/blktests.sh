@@ -87,14 +87,15 @@ blktests_compare() {
     read -r _ ours ours_why < <(grep "^$1 " /tmp/blktests/adaptive.results)
     read -r _ stock stock_why < <(grep "^$1 " /tmp/blktests/stock.results)
     [ -n "$ours" ] && [ -n "$stock" ] || fail "no result for $1 (ours: ${ours:-none}, stock: ${stock:-none})"
+    case "$stock" in pass) does=passes ;; fail) does=fails ;; *) does=skips ;; esac
     case "$ours/$stock" in
         pass/*) echo "passes on ours (stock: $stock${stock_why:+, $stock_why})" ;;
         fail/fail) echo "fails on stock too" ;;
         skip/skip)
             [ "$ours_why" = "$stock_why" ] || fail "skipped on ours ($ours_why), on stock ($stock_why)"
             echo "both skip: $ours_why" ;;
-        fail/*) fail "fails on ours, ${stock}s on stock${stock_why:+ ($stock_why)}${ours_why:+: $ours_why}" ;;
-        skip/*) fail "skipped on ours ($ours_why), ${stock}s on stock" ;;
+        fail/*) fail "fails on ours, $does on stock${stock_why:+ ($stock_why)}${ours_why:+: $ours_why}" ;;
+        skip/*) fail "skipped on ours ($ours_why), $does on stock" ;;
     esac
 }
 
