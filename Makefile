@@ -6,7 +6,8 @@
 #
 # The module is a transport for nvme-core: its C part includes nvme-core's private header
 # (drivers/nvme/host/nvme.h), so the kernel's source tree must be reachable from KDIR (a tree
-# built in place, or with O= whose 'source' link points to it), not installed headers alone.
+# built in place, or with O= whose 'source' link points to it), or, with installed headers,
+# named: make KDIR=... NVME_HOST_SRC=/path/to/linux-source/drivers/nvme/host (the same version).
 
 ifneq ($(KERNELRELEASE),)
 
@@ -18,11 +19,11 @@ endif
 obj-$(CONFIG_NVME_ADAPTIVE) += nvme_adaptive.o
 nvme_adaptive-y := nvme_adaptive_main.o sys/glue.o
 
-nvme_host := $(srctree)/drivers/nvme/host
+nvme_host := $(or $(NVME_HOST_SRC),$(srctree)/drivers/nvme/host)
 ccflags-y += -I$(nvme_host) -I$(obj)
 
 ifeq ($(wildcard $(nvme_host)/nvme.h),)
-$(error $(nvme_host)/nvme.h not found: nvme_adaptive needs the kernel source tree, not headers alone)
+$(error $(nvme_host)/nvme.h not found: nvme_adaptive needs the kernel source tree, not headers alone; set NVME_HOST_SRC to the same version's drivers/nvme/host)
 endif
 
 # The stock driver's device table (quirks per device, then every NVMe controller by class),
