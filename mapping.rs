@@ -172,6 +172,40 @@ pub(crate) struct Iod {
     pub(crate) submitted_ns: u64,
 }
 
+/// Maps the common request without the pools: one data segment, no metadata. `again` when
+/// it needs [`map`] (its descriptors come from the pools, whose access costs more).
+pub(crate) fn map_direct(
+    f: &Function,
+    sgl_supported: bool,
+    io_queue: bool,
+    rq: &mut Request<Iod>,
+) -> Result<(), Status> {
+    if rq.nr_phys_segments() != 1 || rq.has_integrity() {
+        return Err(Status::again());
+    }
+    let sgl = sgl_use(sgl_supported && io_queue, rq);
+    map_single(f, sgl, rq)
+}
+
+impl Iod {
+    /// Whether undoing the mapping needs no pool: nothing came from one.
+    pub(crate) fn is_direct(&self) -> bool {
+        matches!(self.data, Data::None | Data::Single { .. })
+            && matches!(self.meta, Meta::None | Meta::Single { .. })
+    }
+}
+
+/// Undoes [`map_direct`] (or a [`map`] that took nothing from the pools, see
+/// [`Iod::is_direct`]).
+pub(crate) fn unmap_direct(f: &Function, rq: &mut Request<Iod>) {
+    if let Meta::Single { addr, len } = core::mem::take(&mut rq.pdu().meta) {
+        rq.unmap_page(f, addr, len);
+    }
+    if let Data::Single { addr, len } = core::mem::take(&mut rq.pdu().data) {
+        rq.unmap_page(f, addr, len);
+    }
+}
+
 /// Maps a request's data and metadata and points its command at them. On error, nothing stays
 /// mapped.
 pub(crate) fn map(

@@ -538,17 +538,24 @@ impl Queue {
         rq.setup_command()?;
         if rq.nr_phys_segments() > 0 || rq.has_integrity() {
             let hw = &*self.hw;
-            let mapped = hw.pools.with(|pools| {
-                mapping::map(
-                    &hw.pci,
-                    pools,
-                    hw.sgl_supported(),
-                    hw.meta_sgl_supported(),
-                    self.qid != 0,
-                    rq,
-                )
-            });
-            if let Err(e) = mapped.unwrap_or_else(|| Err(Status::ioerr())) {
+            let io_queue = self.qid != 0;
+            let mapped = match mapping::map_direct(&hw.pci, hw.sgl_supported(), io_queue, rq) {
+                Err(e) if e == Status::again() => hw
+                    .pools
+                    .with(|pools| {
+                        mapping::map(
+                            &hw.pci,
+                            pools,
+                            hw.sgl_supported(),
+                            hw.meta_sgl_supported(),
+                            io_queue,
+                            rq,
+                        )
+                    })
+                    .unwrap_or_else(|| Err(Status::ioerr())),
+                done => done,
+            };
+            if let Err(e) = mapped {
                 rq.cleanup_command();
                 return Err(e);
             }
@@ -570,7 +577,11 @@ impl Queue {
     /// Releases a request's data mapping.
     pub(crate) fn unmap(&self, rq: &mut Request<Iod>) {
         let hw = &*self.hw;
-        hw.pools.with(|pools| mapping::unmap(&hw.pci, pools, rq));
+        if rq.pdu().is_direct() {
+            mapping::unmap_direct(&hw.pci, rq);
+        } else {
+            hw.pools.with(|pools| mapping::unmap(&hw.pci, pools, rq));
+        }
     }
 
     /// Ends a request whose command completed (`nvme_pci_complete_rq`).
