@@ -93,6 +93,13 @@ impl<P> Request<P> {
     pub(super) fn raw(&self) -> *mut bindings::request {
         self.rq.as_ptr()
     }
+
+    /// The address `offset` bytes into the request's allocation (the PDU follows the request).
+    fn at(&self, offset: usize) -> *mut u8 {
+        // SAFETY: `offset` is one of glue.c's offsets into the request's allocation (the
+        // request and its PDU, which blk-mq allocates together), so the result stays inside it.
+        unsafe { self.raw().cast::<u8>().add(offset) }
+    }
 }
 
 impl<P: Default> Request<P> {
@@ -126,25 +133,33 @@ impl<P: Default> Request<P> {
         // SAFETY: glue.c places a `P` after its part of the PDU, aligned for it (`check_pdu`);
         // the holder has exclusive use of it (type invariant). blk-mq allocates the PDU with
         // the request; `init` below gives it a valid value before first use.
-        unsafe { &mut *ffi::nva_rq_rust(self.raw()).cast::<P>() }
+        unsafe { &mut *self.at(ffi::nva_iod_rust_offset).cast::<P>() }
     }
 
     /// Resets the transport's data for a new command.
     pub(crate) fn init_pdu(&mut self) {
         // SAFETY: as in `pdu`; the old contents (plain data) are overwritten without reading.
-        unsafe { ffi::nva_rq_rust(self.raw()).cast::<P>().write(P::default()) };
+        unsafe {
+            self.at(ffi::nva_iod_rust_offset)
+                .cast::<P>()
+                .write(P::default())
+        };
     }
 
     /// The NVMe command nvme-core built for the request.
     pub(crate) fn command(&mut self) -> &mut Command {
         // SAFETY: the PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
         // other user while the driver holds the request; `Command` has the same layout.
-        unsafe { &mut *ffi::nva_rq_cmd(self.raw()).cast::<Command>() }
+        unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() }
+    }
+
+    /// The blk-mq tag.
+    pub(crate) fn tag(&self) -> u16 {
+        // SAFETY: the request is live (type invariant); a started request's tag is set.
+        unsafe { (*self.raw()).tag as u16 }
     }
 
     getters! {
-        /// The blk-mq tag.
-        tag -> u16 = nva_rq_tag;
         /// The NVMe command identifier (tag plus generation).
         command_id -> u16 = nva_rq_cid;
         opcode -> u8 = nva_rq_opcode;

@@ -31,6 +31,8 @@ pub(crate) struct DmaSeg {
 }
 
 extern "C" {
+    pub(crate) static nva_iod_cmd_offset: usize;
+    pub(crate) static nva_iod_rust_offset: usize;
     pub(crate) static nva_state_new: c_int;
     pub(crate) static nva_state_live: c_int;
     pub(crate) static nva_state_resetting: c_int;
@@ -171,14 +173,11 @@ extern "C" {
     pub(crate) fn nva_rq_list_init(list: *mut rq_list);
     pub(crate) fn nva_rq_queue(rq: *mut request) -> *mut c_void;
     pub(crate) fn nva_rq_transport(rq: *mut request) -> *mut c_void;
-    pub(crate) fn nva_rq_rust(rq: *mut request) -> *mut c_void;
-    pub(crate) fn nva_rq_cmd(rq: *mut request) -> *mut c_void;
     pub(crate) fn nva_rq_check_ready(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_fail_nonready(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_setup_cmd(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_cleanup_cmd(rq: *mut request);
     pub(crate) fn nva_rq_start(rq: *mut request);
-    pub(crate) fn nva_rq_tag(rq: *mut request) -> c_int;
     pub(crate) fn nva_rq_cid(rq: *mut request) -> u16;
     pub(crate) fn nva_rq_opcode(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_op_name(rq: *mut request) -> *const c_char;

@@ -110,6 +110,13 @@ static struct nva_iod *iod_of(struct request *rq)
 /* ---------------------------------------------------------------------------------------
  * Constants Rust needs from nvme-core's header and the block layer.
  */
+/*
+ * Where the PDU's command and Rust part sit, counted from the request: Rust computes the
+ * pointers itself on the I/O path instead of calling here for each.
+ */
+const size_t nva_iod_cmd_offset = sizeof(struct request) + offsetof(struct nva_iod, cmd);
+const size_t nva_iod_rust_offset = sizeof(struct request) + offsetof(struct nva_iod, rust);
+
 const int nva_state_new = NVME_CTRL_NEW;
 const int nva_state_live = NVME_CTRL_LIVE;
 const int nva_state_resetting = NVME_CTRL_RESETTING;
@@ -639,16 +646,6 @@ void *nva_rq_transport(struct request *rq)
 	return to_nva(nvme_req(rq)->ctrl)->transport;
 }
 
-void *nva_rq_rust(struct request *rq)
-{
-	return iod_of(rq)->rust;
-}
-
-void *nva_rq_cmd(struct request *rq)
-{
-	return &iod_of(rq)->cmd;
-}
-
 bool nva_rq_check_ready(struct request *rq)
 {
 	return nvme_check_ready(nvme_req(rq)->ctrl, rq, true);
@@ -672,11 +669,6 @@ void nva_rq_cleanup_cmd(struct request *rq)
 void nva_rq_start(struct request *rq)
 {
 	nvme_start_request(rq);
-}
-
-int nva_rq_tag(struct request *rq)
-{
-	return rq->tag;
 }
 
 u16 nva_rq_cid(struct request *rq)

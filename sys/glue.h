@@ -15,6 +15,8 @@
 struct nva_ctrl;
 struct nva_dma_seg;
 
+extern const size_t nva_iod_cmd_offset;
+extern const size_t nva_iod_rust_offset;
 extern const int nva_state_new;
 extern const int nva_state_live;
 extern const int nva_state_resetting;
@@ -135,14 +137,11 @@ void nva_rq_list_init(struct rq_list *list);
 size_t nva_rq_list_size(void);
 void *nva_rq_queue(struct request *rq);
 void *nva_rq_transport(struct request *rq);
-void *nva_rq_rust(struct request *rq);
-void *nva_rq_cmd(struct request *rq);
 bool nva_rq_check_ready(struct request *rq);
 blk_status_t nva_rq_fail_nonready(struct request *rq);
 blk_status_t nva_rq_setup_cmd(struct request *rq);
 void nva_rq_cleanup_cmd(struct request *rq);
 void nva_rq_start(struct request *rq);
-int nva_rq_tag(struct request *rq);
 u16 nva_rq_cid(struct request *rq);
 u8 nva_rq_opcode(struct request *rq);
 const char *nva_rq_op_name(struct request *rq);
