@@ -4,7 +4,6 @@
 //! the policy how long to wait for the next batch, or whether to give up and unmask.
 
 use crate::{
-    params,
     policy::Action,
     queue::Queue,
     sys::{blk::OwnedBatch, hrtimer::Expiry},
@@ -23,7 +22,7 @@ impl Expiry for Queue {
         let now = self.now_ns();
         let stats = &self.stats;
         stats.count_expiry(reaped);
-        let mut params = params::policy();
+        let mut params = cq.adaptive.params.current();
         // Teardown and CPU hotplug end the episode the way switching adaptive polling off
         // does.
         params.enabled &= cq.adaptive.allowed();
@@ -34,7 +33,7 @@ impl Expiry for Queue {
             .adaptive
             .policy
             .on_timer(now, late, found, inflight, &params);
-        self.publish(&cq.adaptive.policy);
+        self.publish(&mut cq.adaptive.policy);
         match action {
             Action::Rearm { wait_ns } => {
                 cq.adaptive.deadline_ns = now + wait_ns;
@@ -88,7 +87,7 @@ impl Queue {
         self.timer.cancel();
         let mut cq = self.lock_cq();
         let was_polling = cq.adaptive.policy.abort_polling();
-        self.publish(&cq.adaptive.policy);
+        self.publish(&mut cq.adaptive.policy);
         drop(cq);
         if was_polling {
             self.stats.masked.set(0);

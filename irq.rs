@@ -28,7 +28,7 @@ impl Handler for Queue {
         let Some(irq) = self.own_irq() else {
             return reaped > 0;
         };
-        let params = params::policy();
+        let params = cq.adaptive.params.current();
         let now = self.now_ns();
         let inflight = self.inflight(&cq);
         let found = cq.adaptive.reaped(reaped, now);
@@ -40,7 +40,7 @@ impl Handler for Queue {
             cq.adaptive.deadline_ns = now + wait_ns;
             self.timer.start(wait_ns);
         }
-        self.publish(&cq.adaptive.policy);
+        self.publish(&mut cq.adaptive.policy);
         reaped > 0
     }
 }

@@ -10,7 +10,7 @@
 use crate::{
     mapping,
     policy::{param, ParamSpec, Params, PARAM_SPECS},
-    sys::params::{ModInfo, Names, Param, Table},
+    sys::params::{self, ModInfo, Names, Param, Table},
 };
 
 /// Indexes of the transport's parameters, after the policy's.
@@ -83,12 +83,45 @@ pub(crate) fn adaptive() -> bool {
 }
 
 /// The polling policy's parameters, as they are now.
-pub(crate) fn policy() -> Params {
+fn policy() -> Params {
     let mut raw = [0; param::COUNT];
     for (r, p) in raw.iter_mut().zip(PARAMS.iter()) {
         *r = p.get();
     }
     Params::from_raw(raw)
+}
+
+/// A queue's copy of the policy's parameters: read at each decision, it costs one load unless
+/// a parameter was written since.
+pub(crate) struct PolicyParams {
+    writes: u32,
+    params: Params,
+}
+
+impl PolicyParams {
+    /// The defaults, as they are until a first write (the module loader's included).
+    pub(crate) const fn new() -> Self {
+        let mut raw = [0; param::COUNT];
+        let mut i = 0;
+        while i < param::COUNT {
+            raw[i] = PARAM_SPECS[i].default;
+            i += 1;
+        }
+        Self {
+            writes: 0,
+            params: Params::from_raw(raw),
+        }
+    }
+
+    /// The parameters now.
+    pub(crate) fn current(&mut self) -> Params {
+        let writes = params::writes();
+        if writes != self.writes {
+            self.writes = writes;
+            self.params = policy();
+        }
+        self.params
+    }
 }
 
 pub(crate) fn io_queue_depth() -> u32 {

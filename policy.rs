@@ -411,6 +411,8 @@ pub(crate) struct Policy {
     /// Current backoff and when it ends.
     backoff_ns: u64,
     backoff_until: u64,
+    /// Something the accessors show changed since [`Policy::take_changed`] last asked.
+    changed: bool,
 }
 
 /// Completions per second for a mean gap of `gap_ns` between them (0 for no estimate).
@@ -457,7 +459,14 @@ impl Policy {
             failures: 0,
             backoff_ns: 0,
             backoff_until: 0,
+            changed: false,
         }
+    }
+
+    /// Whether what the accessors show changed since the last call (statistics need no
+    /// update after most interrupts: they only add to a sample).
+    pub(crate) fn take_changed(&mut self) -> bool {
+        core::mem::replace(&mut self.changed, false)
     }
 
     pub(crate) fn stage(&self) -> Stage {
@@ -591,6 +600,7 @@ impl Policy {
     }
 
     fn set_plan(&mut self, plan: Plan) {
+        self.changed = true;
         self.wait_ns = plan.wait_ns;
         self.batch = plan.batch;
         self.capped = plan.capped;
@@ -630,6 +640,7 @@ impl Policy {
                 ending: Ending::Disabled,
             };
         }
+        self.changed = true;
         let elapsed = now.saturating_sub(self.last_poll).max(1);
         self.last_poll = now;
         self.episode_polls = self.episode_polls.saturating_add(1);
@@ -694,6 +705,7 @@ impl Policy {
     pub(crate) fn abort_polling(&mut self) -> bool {
         let was_polling = self.stage == Stage::Poll;
         if was_polling {
+            self.changed = true;
             self.stage = Stage::Sample;
             self.sample_start = None;
         }
@@ -701,6 +713,7 @@ impl Policy {
     }
 
     fn restart_sample(&mut self, now: u64) {
+        self.changed = true;
         self.stage = Stage::Sample;
         self.sample_start = Some(now);
         self.sample_count = 0;
@@ -711,6 +724,7 @@ impl Policy {
     }
 
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {
+        self.changed = true;
         let paid_off = self.productive_polls >= MIN_PRODUCTIVE_POLLS;
         let backoff = match ending {
             Ending::Capped | Ending::Disabled => {

@@ -30,7 +30,7 @@ use kernel::{
 use crate::{
     cmd::{opcode, Command, Completion},
     mapping::{self, Iod, Pools},
-    params,
+    params::{self, PolicyParams},
     policy::{Policy, Reaped},
     regs::Doorbells,
     stats::QueueStats,
@@ -161,6 +161,7 @@ struct Sq {
 /// Adaptive polling's state, kept under the CQ lock.
 pub(crate) struct Adaptive {
     pub(crate) policy: Policy,
+    pub(crate) params: PolicyParams,
     /// Completions reaped (with the submissions counted in the statistics, the commands in
     /// flight), counted from the queue's creation.
     completed: u64,
@@ -275,6 +276,7 @@ impl Queue {
                     shadow: None,
                     adaptive: Adaptive {
                         policy: Policy::new(),
+                        params: PolicyParams::new(),
                         completed: 0,
                         stopping: false,
                         paused: false,
@@ -814,8 +816,11 @@ impl Queue {
         (Instant::<Monotonic>::now() - self.epoch).as_nanos() as u64
     }
 
-    /// Shows the policy's state in the statistics.
-    pub(crate) fn publish(&self, policy: &Policy) {
+    /// Shows the policy's state in the statistics, if it changed.
+    pub(crate) fn publish(&self, policy: &mut Policy) {
+        if !policy.take_changed() {
+            return;
+        }
         self.stats.set_stage(policy.stage());
         self.stats.set_estimates(&policy.estimates());
         self.stats.wait_ns.set(policy.wait_ns());

@@ -15,7 +15,7 @@ use kernel::ffi::{c_char, c_int};
 use kernel::{
     bindings,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::atomic::{Atomic, Relaxed, Release},
 };
 
 use crate::policy::ParamSpec;
@@ -59,6 +59,15 @@ impl Param {
     }
 }
 
+/// Counts accepted writes to any parameter, so that readers can keep a copy and reread the
+/// values only after a write.
+static WRITES: Atomic<u32> = Atomic::new(0);
+
+/// How many writes were accepted so far (wrapping).
+pub(crate) fn writes() -> u32 {
+    WRITES.load(Relaxed)
+}
+
 /// `kernel_param_ops.set`: parse, check the range, store.
 ///
 /// # Safety
@@ -90,6 +99,7 @@ unsafe extern "C" fn set(val: *const c_char, kp: *const bindings::kernel_param) 
         return EINVAL.to_errno();
     }
     param.value.store(value, Relaxed);
+    WRITES.store(WRITES.load(Relaxed).wrapping_add(1), Release);
     0
 }
 
