@@ -1,6 +1,7 @@
 """Real-hardware mode: the checks made before anything is touched, and putting every controller
 back where it was found."""
 
+import glob
 import os
 import re
 import subprocess
@@ -109,3 +110,41 @@ class Restorer:
             if r.returncode != 0:
                 problems.append("cannot unload nvme_adaptive: %s" % r.stderr.strip())
         return problems
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def describe(addrs, sys_root="/sys"):
+    """The record of the hardware a result came from: per controller its model, firmware, PCIe
+    link (current and maximum) and NUMA node, and the CPUs' frequency governors. Fields sysfs does
+    not have (a controller bound to no NVMe driver has no model) are left out."""
+    env = {}
+    for i, addr in enumerate(addrs):
+        dev = os.path.join(sys_root, "bus/pci/devices", addr)
+        env["dev%d_addr" % i] = addr
+        ctrls = sorted(os.listdir(os.path.join(dev, "nvme"))) if os.path.isdir(os.path.join(dev, "nvme")) else []
+        if ctrls:
+            for field, name in (("model", "model"), ("firmware_rev", "firmware")):
+                value = _read(os.path.join(dev, "nvme", ctrls[0], field))
+                if value is not None:
+                    env["dev%d_%s" % (i, name)] = value
+        for kind in ("current", "max"):
+            speed, width = _read(os.path.join(dev, kind + "_link_speed")), _read(os.path.join(dev, kind + "_link_width"))
+            if speed or width:
+                env["dev%d_%s" % (i, "link" if kind == "current" else "max_link")] = "%s x%s" % (speed, width)
+        numa = _read(os.path.join(dev, "numa_node"))
+        if numa is not None:
+            env["dev%d_numa_node" % i] = numa
+    governors = set()
+    for path in sorted(glob.glob(os.path.join(sys_root, "devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor"))):
+        value = _read(path)
+        if value:
+            governors.add(value)
+    env["cpu_governor"] = "+".join(sorted(governors)) or "none (no cpufreq)"
+    return env

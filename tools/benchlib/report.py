@@ -1,7 +1,12 @@
-"""Aggregates samples per cell (median and spread over repetitions), compares each driver with
-the stock driver, and writes the JSON, the Markdown table and the plots."""
+"""Aggregates samples per cell (median and spread over repetitions), compares each configuration
+with the stock driver, and writes the JSON, the Markdown tables and the plots.
+
+A cell key is (workload, cpus, ctrls, qd, rate, driver); rate 0 is an unthrottled cell, otherwise
+the offered load of an equal-load cell in percent of stock's IOPS.
+"""
 
 import json
+import math
 import os
 import statistics
 
@@ -10,6 +15,7 @@ from . import matrix
 LABELS = {
     "stock": "nvme (interrupts)",
     "stock-poll": "nvme poll_queues + hipri",
+    "adaptive-poll": "nvme_adaptive poll_queues + hipri",
     "adaptive-off": "nvme_adaptive, adaptive off",
     "adaptive-on": "nvme_adaptive, adaptive on",
 }
@@ -19,10 +25,13 @@ DRIVERS = [(d, LABELS[d]) for d in matrix.DRIVERS]
 # Figures aggregated per cell.
 METRICS = [
     "iops",
+    "iops_per_core",
     "lat_mean_us",
     "lat_p50_us",
     "lat_p99_us",
     "lat_p999_us",
+    "lat_p9999_us",
+    "lat_max_us",
     "irqs_per_io",
     "loc_per_io",
     "interrupts_per_io",
@@ -32,15 +41,20 @@ METRICS = [
     "polled_share",
     "fio_usr_cpu",
     "fio_sys_cpu",
+    "rate_iops",
 ]
+
+# The precision target: max/min of a cell's repetitions, for IOPS and interrupts per I/O.
+SPREAD_TARGET = 0.03
 
 
 def cell_key(s):
-    return (s["workload"], s["jobs"], s["ctrls"], s["qd"], s["driver"])
+    return (s["workload"], s.get("cpus") or "1", s["ctrls"], s["qd"], s.get("rate", 0), s["driver"])
 
 
 def summarize(samples):
-    """{cell key: {metric: {"median", "min", "max", "n"}}} over the repetitions of each cell."""
+    """{cell key: {metric: {"median", "min", "max", "n", "spread"}}} over the repetitions of each
+    cell; spread is max/min - 1 (None when min is 0 or there is one repetition)."""
     cells = {}
     for s in samples:
         cells.setdefault(cell_key(s), []).append(s)
@@ -50,11 +64,13 @@ def summarize(samples):
         for metric in METRICS:
             values = [s[metric] for s in group if s.get(metric) is not None]
             if values:
+                lo, hi = min(values), max(values)
                 m[metric] = {
                     "median": statistics.median(values),
-                    "min": min(values),
-                    "max": max(values),
+                    "min": lo,
+                    "max": hi,
                     "n": len(values),
+                    "spread": hi / lo - 1 if len(values) > 1 and lo > 0 else None,
                 }
         out[key] = m
     return out
@@ -62,16 +78,23 @@ def summarize(samples):
 
 def ratio(summary, key, metric, baseline="stock"):
     """median(metric) of the cell divided by the stock driver's in the same cell, or None."""
-    base = summary.get(key[:4] + (baseline,), {}).get(metric)
+    base = summary.get(key[:-1] + (baseline,), {}).get(metric)
     mine = summary.get(key, {}).get(metric)
     if not base or not mine or base["median"] == 0:
         return None
     return mine["median"] / base["median"]
 
 
-def groups(summary):
-    """The (workload, jobs, ctrls) groups present, in a stable order."""
-    return sorted({k[:3] for k in summary})
+def groups(summary, kind):
+    """The (workload, cpus, ctrls) groups of one kind of cell ("sweep", "peak" or "rate"), in a
+    stable order."""
+    return sorted({k[:3] for k in summary if kind_of(k) == kind})
+
+
+def kind_of(key):
+    if key[4]:
+        return "rate"
+    return "peak" if key[0] == "peak" else "sweep"
 
 
 def fmt(v, digits=0):
@@ -80,52 +103,142 @@ def fmt(v, digits=0):
     return "%.*f" % (digits, v)
 
 
-def markdown(summary):
-    """One table per (workload, jobs, controllers): every driver's figures and ratios to stock."""
+def spread(m, metric):
+    v = m.get(metric, {}).get("spread")
+    return "–" if v is None else "%.1f%%" % (100 * v)
+
+
+def share(m):
+    v = m.get("polled_share")
+    return "%d%%" % round(100 * v["median"]) if v else "–"
+
+
+def group_title(workload, cpus, ctrls):
+    return "%s, %s, %d controller%s" % (workload, matrix.placement_label(cpus), ctrls, "s" if ctrls > 1 else "")
+
+
+def rows(summary, group, kind):
+    """(key, label, figures) of every driver of a group's cells of one kind, by QD and rate."""
+    keys = sorted(k for k in summary if k[:3] == group and kind_of(k) == kind)
+    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
+    for key in sorted(keys, key=lambda k: (k[3], k[4], order.get(k[5], 99))):
+        yield key, LABELS.get(key[5], key[5]), summary[key]
+
+
+def med(m, metric, digits=0):
+    return fmt(m[metric]["median"], digits) if metric in m else "–"
+
+
+def sweep_table(summary, group):
+    lines = ["### %s" % group_title(*group), "",
+             "| QD | configuration | IOPS (min–max) | spread | × stock | p50 µs | p99 µs | p99.9 µs | dev IRQ/IO "
+             "| timer IRQ/IO | all IRQ/IO | spread | × stock | CPU µs/IO | ctx/IO | polled |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, label, m in rows(summary, group, "sweep"):
+        iops = m["iops"]
+        lines.append("| %d | %s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            key[3], label, fmt(iops["median"]), fmt(iops["min"]), fmt(iops["max"]), spread(m, "iops"),
+            fmt(ratio(summary, key, "iops"), 2), med(m, "lat_p50_us"), med(m, "lat_p99_us"), med(m, "lat_p999_us"),
+            med(m, "irqs_per_io", 3), med(m, "loc_per_io", 3), med(m, "interrupts_per_io", 3),
+            spread(m, "interrupts_per_io"), fmt(ratio(summary, key, "interrupts_per_io"), 2),
+            med(m, "cpu_us_per_io", 1), med(m, "ctx_per_io", 2), share(m)))
+    return lines
+
+
+def peak_table(summary, group):
+    workload, cpus, ctrls = group
+    lines = ["### peak: t/io_uring -d%d -s32 -c32 -b4096 -B1 -F1, %s, %d controller%s"
+             % (matrix.PEAK_QD, matrix.placement_label(cpus), ctrls, "s" if ctrls > 1 else ""), "",
+             "| QD | configuration | polled | IOPS (min–max) | spread | × stock | IOPS/core | × stock | dev IRQ/IO "
+             "| all IRQ/IO | spread | × stock | CPU µs/IO | polled |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, label, m in rows(summary, group, "peak"):
+        iops = m["iops"]
+        lines.append("| %d | %s | %s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            key[3], label, "-p1" if key[5] in matrix.POLLED else "-p0",
+            fmt(iops["median"]), fmt(iops["min"]), fmt(iops["max"]), spread(m, "iops"),
+            fmt(ratio(summary, key, "iops"), 2), med(m, "iops_per_core"), fmt(ratio(summary, key, "iops_per_core"), 2),
+            med(m, "irqs_per_io", 3), med(m, "interrupts_per_io", 3), spread(m, "interrupts_per_io"),
+            fmt(ratio(summary, key, "interrupts_per_io"), 2), med(m, "cpu_us_per_io", 1), share(m)))
+    return lines
+
+
+def rate_tables(summary, group):
     lines = []
-    for workload, jobs, ctrls in groups(summary):
-        lines.append("### %s, %d job%s, %d controller%s" % (workload, jobs, "s" if jobs > 1 else "", ctrls, "s" if ctrls > 1 else ""))
+    for qd in sorted({k[3] for k in summary if k[:3] == group and kind_of(k) == "rate"}):
+        base = summary.get(group + (qd, 0, "stock"), {}).get("iops")
+        lines += ["### Equal-load latency: %s, QD %d%s" % (
+            group_title(*group), qd,
+            " (stock's IOPS at QD %d: %s = 100%%)" % (qd, fmt(base["median"])) if base else ""), "",
+            "| load | configuration | offered IOPS | IOPS | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs "
+            "| dev IRQ/IO | all IRQ/IO | spread | × stock | CPU µs/IO | polled |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for key, label, m in rows(summary, group, "rate"):
+            if key[3] != qd:
+                continue
+            lines.append("| %d%% | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                key[4], label, med(m, "rate_iops"), med(m, "iops"), med(m, "lat_p50_us"), med(m, "lat_p99_us"),
+                med(m, "lat_p999_us"), med(m, "lat_p9999_us"), med(m, "lat_max_us"), med(m, "irqs_per_io", 3),
+                med(m, "interrupts_per_io", 3), spread(m, "interrupts_per_io"),
+                fmt(ratio(summary, key, "interrupts_per_io"), 2), med(m, "cpu_us_per_io", 1), share(m)))
         lines.append("")
-        lines.append(
-            "| QD | driver | IOPS (min–max) | × stock | p50 µs | p99 µs | p99.9 µs | dev IRQ/IO | timer IRQ/IO | all IRQ/IO | × stock | CPU µs/IO | ctx/IO | polled |"
-        )
-        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        qds = sorted({k[3] for k in summary if k[:3] == (workload, jobs, ctrls)})
-        for qd in qds:
-            for driver, label in DRIVERS:
-                key = (workload, jobs, ctrls, qd, driver)
-                m = summary.get(key)
-                if not m:
-                    continue
+    return lines
 
-                def med(metric, digits=0):
-                    return fmt(m[metric]["median"], digits) if metric in m else "–"
 
-                iops = m["iops"]
-                share = m.get("polled_share")
-                lines.append(
-                    "| %d | %s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
-                    % (
-                        qd,
-                        label,
-                        fmt(iops["median"]),
-                        fmt(iops["min"]),
-                        fmt(iops["max"]),
-                        fmt(ratio(summary, key, "iops"), 2),
-                        med("lat_p50_us"),
-                        med("lat_p99_us"),
-                        med("lat_p999_us"),
-                        med("irqs_per_io", 3),
-                        med("loc_per_io", 3),
-                        med("interrupts_per_io", 3),
-                        fmt(ratio(summary, key, "interrupts_per_io"), 2),
-                        med("cpu_us_per_io", 1),
-                        med("ctx_per_io", 2),
-                        "%d%%" % round(100 * share["median"]) if share else "–",
-                    )
-                )
-        lines.append("")
+def precision(summary):
+    """(cells with repetitions, of those within SPREAD_TARGET for both IOPS and interrupts per I/O,
+    the widest IOPS spread, the widest interrupt spread) over the unthrottled cells."""
+    n = ok = 0
+    worst_iops = worst_irq = 0.0
+    for key, m in summary.items():
+        if kind_of(key) == "rate" or m.get("iops", {}).get("spread") is None:
+            continue
+        n += 1
+        si = m["iops"]["spread"]
+        sq = m.get("interrupts_per_io", {}).get("spread") or 0.0
+        worst_iops, worst_irq = max(worst_iops, si), max(worst_irq, sq)
+        ok += si <= SPREAD_TARGET and sq <= SPREAD_TARGET
+    return n, ok, worst_iops, worst_irq
+
+
+def markdown(summary):
+    """The tables: per (workload, placement, controllers) the queue-depth sweep, the t/io_uring
+    peak cell, and the equal-load latency cells; every configuration with its ratios to stock."""
+    lines = []
+    for group in groups(summary, "sweep"):
+        lines += sweep_table(summary, group) + [""]
+    for group in groups(summary, "peak"):
+        lines += peak_table(summary, group) + [""]
+    for group in groups(summary, "rate"):
+        lines += rate_tables(summary, group)
+    n, ok, wi, wq = precision(summary)
+    if n:
+        lines += ["Spread (max/min − 1 over the repetitions): %d of %d cells within %d%% for both IOPS and "
+                  "interrupts per I/O; widest %.1f%% (IOPS), %.1f%% (interrupts per I/O)."
+                  % (ok, n, round(100 * SPREAD_TARGET), 100 * wi, 100 * wq), ""]
     return "\n".join(lines)
+
+
+def comparison(runs):
+    """One table across several runs of the same matrix (doorbell modes, device latencies): per
+    unthrottled cell and configuration, IOPS and all interrupts per I/O as a ratio to stock in the
+    same run, with the IOPS spread. RUNS: [(label, summary)]."""
+    keys = set()
+    for _, summary in runs:
+        keys |= {k for k in summary if kind_of(k) != "rate" and k[5] != "stock"}
+    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
+    head = "| cell | configuration | " + " | ".join("%s: IOPS × stock (spread) | all IRQ/IO × stock" % label
+                                                   for label, _ in runs) + " |"
+    lines = ["### Ratios to stock nvme, per run", "", head, "|---|---|" + "---:|---:|" * len(runs)]
+    for key in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3], order.get(k[5], 99))):
+        cell = "%s QD %d, %s, %d ctrl" % (key[0], key[3], matrix.placement_label(key[1]), key[2])
+        figures = []
+        for _, summary in runs:
+            m = summary.get(key, {})
+            figures.append("%s (%s)" % (fmt(ratio(summary, key, "iops"), 2), spread(m, "iops")))
+            figures.append(fmt(ratio(summary, key, "interrupts_per_io"), 2))
+        lines.append("| %s | %s | %s |" % (cell, LABELS.get(key[5], key[5]), " | ".join(figures)))
+    return "\n".join(lines) + "\n"
 
 
 def load_env(f):
@@ -133,17 +246,23 @@ def load_env(f):
     return json.load(f)["environment"]
 
 
+def public(sample):
+    return {k: v for k, v in sample.items() if not k.startswith("_")}
+
+
 def to_json(samples, summary, env, path):
     doc = {
         "environment": env,
-        "samples": samples,
+        "samples": [public(s) for s in samples],
         "summary": [
             {
                 "workload": k[0],
-                "jobs": k[1],
+                "cpus": k[1],
+                "jobs": matrix.jobs(k[1]),
                 "ctrls": k[2],
                 "qd": k[3],
-                "driver": k[4],
+                "rate": k[4],
+                "driver": k[5],
                 "figures": v,
                 "iops_ratio_to_stock": ratio(summary, k, "iops"),
                 "interrupts_ratio_to_stock": ratio(summary, k, "interrupts_per_io"),
@@ -155,6 +274,29 @@ def to_json(samples, summary, env, path):
         json.dump(doc, f, indent=1, sort_keys=True)
 
 
+def raw_name(s):
+    """File name of a sample's raw tool output, unique in a run."""
+    cell = "%s-qd%d-cpu%s-c%d-%s" % (s["workload"], s["qd"], (s.get("cpus") or "1").replace(",", "+"), s["ctrls"], s["driver"])
+    if s.get("rate"):
+        cell += "-load%d" % s["rate"]
+    if s.get("tool") == "t-io_uring":
+        return "io_uring-%s-rep%d.txt" % (cell, s["rep"])
+    return "fio-%s-rep%d.json" % (cell, s["rep"])
+
+
+def write_raw(samples, outdir):
+    """Saves every run's raw output as its own file (fio's JSON as fio-plot and fio2gnuplot read
+    it); returns how many."""
+    n = 0
+    for s in samples:
+        if "_raw" in s:
+            s["raw_file"] = raw_name(s)
+            with open(os.path.join(outdir, s["raw_file"]), "w") as f:
+                f.write(s["_raw"])
+            n += 1
+    return n
+
+
 PLOTS = [
     # metric, title, log scale, dashed companion metric
     ("iops", "IOPS", False, None),
@@ -163,15 +305,51 @@ PLOTS = [
     ("cpu_us_per_io", "CPU µs per I/O", True, None),
 ]
 
+PEAK_PLOTS = [("iops", "IOPS"), ("iops_per_core", "IOPS per CPU core"), ("interrupts_per_io", "all hard IRQs per I/O"),
+              ("cpu_us_per_io", "CPU µs per I/O")]
+
 
 def series(summary, group, driver, metric):
-    """[(qd, {"median", "min", "max"})] of one driver's metric in a (workload, jobs, ctrls) group."""
-    return sorted((k[3], v[metric]) for k, v in summary.items() if k[:3] == group and k[4] == driver and metric in v)
+    """[(qd, {"median", "min", "max"})] of one driver's metric in a group's sweep."""
+    return sorted((k[3], v[metric]) for k, v in summary.items()
+                  if k[:3] == group and kind_of(k) == "sweep" and k[5] == driver and metric in v)
 
 
-def plot(summary, outdir):
-    """One PNG per (workload, jobs, controllers): four panels against queue depth, one line per
-    driver. Returns the paths written (none if matplotlib is missing)."""
+def plot_name(prefix, cpus, ctrls):
+    """"randread-j1-c1" for the usual placements (one job on CPU 1, or one job per CPU), with the
+    CPUs appended for the others ("randread-j1-c1-cpu0")."""
+    jobs = matrix.jobs(cpus)
+    usual = "1" if jobs == 1 else ",".join(str(c) for c in range(jobs))
+    return "%s-j%d-c%d%s.png" % (prefix, jobs, ctrls, "" if cpus == usual else "-cpu" + cpus.replace(",", "+"))
+
+
+def cdf_points(bins):
+    """Latency histogram {ns: count} -> ([µs], [nines]) where nines is -log10(1 - F): 1 at the
+    90th percentile, 2 at the 99th; the last bin, where F reaches 1, is left out."""
+    total = sum(bins.values())
+    xs, ys, seen = [], [], 0
+    for ns in sorted(bins):
+        seen += bins[ns]
+        if seen >= total:
+            break
+        xs.append(ns / 1000.0)
+        ys.append(-math.log10(1 - seen / total))
+    return xs, ys
+
+
+def pooled_bins(samples, key):
+    out = {}
+    for s in samples:
+        if cell_key(s) == key:
+            for ns, n in s.get("_bins", {}).items():
+                out[ns] = out.get(ns, 0) + n
+    return out
+
+
+def plot(summary, outdir, samples=()):
+    """One PNG per sweep group (four panels against queue depth, one line per driver), one per
+    peak cell (bars per driver) and one latency CDF per equal-load queue depth (a panel per
+    load). Returns the paths written (none if matplotlib is missing)."""
     try:
         import matplotlib
 
@@ -180,19 +358,19 @@ def plot(summary, outdir):
     except ImportError:
         return []
     paths = []
-    for group in groups(summary):
-        workload, jobs, ctrls = group
+    for group in groups(summary, "sweep"):
+        workload, cpus, ctrls = group
         fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-        qds = sorted({k[3] for k in summary if k[:3] == group})
+        qds = sorted({k[3] for k in summary if k[:3] == group and kind_of(k) == "sweep"})
         for ax, (metric, title, log, companion) in zip(axes.flat, PLOTS):
             for i, (driver, label) in enumerate(DRIVERS):
                 color = "C%d" % i
                 pts = series(summary, group, driver, metric)
                 if not pts:
                     continue
-                med = [p[1]["median"] for p in pts]
+                med_ = [p[1]["median"] for p in pts]
                 err = [[p[1]["median"] - p[1]["min"] for p in pts], [p[1]["max"] - p[1]["median"] for p in pts]]
-                ax.errorbar([p[0] for p in pts], med, yerr=err, marker="o", capsize=3, color=color, label=label)
+                ax.errorbar([p[0] for p in pts], med_, yerr=err, marker="o", capsize=3, color=color, label=label)
                 extra = series(summary, group, driver, companion) if companion else []
                 if extra:
                     ax.plot([p[0] for p in extra], [p[1]["median"] for p in extra], "--", marker=".", color=color)
@@ -206,10 +384,61 @@ def plot(summary, outdir):
             ax.set_title(title, fontsize=10)
             ax.grid(True, alpha=0.3)
         axes.flat[0].legend(fontsize=8)
-        fig.suptitle("%s, %d job(s), %d controller(s): median and min–max of the repetitions" % (workload, jobs, ctrls))
+        fig.suptitle("%s: median and min–max of the repetitions" % group_title(*group))
         fig.tight_layout()
-        path = os.path.join(outdir, "%s-j%d-c%d.png" % (workload, jobs, ctrls))
+        path = os.path.join(outdir, plot_name(workload, cpus, ctrls))
         fig.savefig(path, dpi=100)
         plt.close(fig)
         paths.append(path)
+    for group in groups(summary, "peak"):
+        workload, cpus, ctrls = group
+        fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+        present = [(d, l) for d, l in DRIVERS if group + (matrix.PEAK_QD, 0, d) in summary]
+        for ax, (metric, title) in zip(axes.flat, PEAK_PLOTS):
+            for i, (driver, label) in enumerate(present):
+                v = summary[group + (matrix.PEAK_QD, 0, driver)].get(metric)
+                if v:
+                    ax.bar(i, v["median"], yerr=[[v["median"] - v["min"]], [v["max"] - v["median"]]], capsize=4,
+                           color="C%d" % [d for d, _ in DRIVERS].index(driver))
+            ax.set_xticks(range(len(present)))
+            ax.set_xticklabels([l.replace(", ", ",\n").replace(" poll", "\npoll") for _, l in present], fontsize=7)
+            ax.set_title(title, fontsize=10)
+            ax.grid(True, axis="y", alpha=0.3)
+        fig.suptitle("peak (t/io_uring, QD %d), %s, %d controller(s): median and min–max"
+                     % (matrix.PEAK_QD, matrix.placement_label(cpus), ctrls))
+        fig.tight_layout()
+        path = os.path.join(outdir, plot_name("peak", cpus, ctrls))
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    for group in groups(summary, "rate"):
+        workload, cpus, ctrls = group
+        for qd in sorted({k[3] for k in summary if k[:3] == group and kind_of(k) == "rate"}):
+            rates = sorted({k[4] for k in summary if k[:4] == group + (qd,) and k[4]})
+            fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 5), squeeze=False)
+            drawn = False
+            for ax, rate in zip(axes[0], rates):
+                for i, (driver, label) in enumerate(DRIVERS):
+                    xs, ys = cdf_points(pooled_bins(samples, group + (qd, rate, driver)))
+                    if xs:
+                        ax.plot(xs, ys, color="C%d" % i, label=label, drawstyle="steps-post")
+                        drawn = True
+                ax.set_xscale("log")
+                ax.set_yticks([0, 1, 2, 3, 4])
+                ax.set_yticklabels(["0", "90", "99", "99.9", "99.99"])
+                ax.set_ylim(0, 4.5)
+                ax.set_xlabel("completion latency (µs)")
+                ax.set_ylabel("percentile")
+                ax.set_title("%d%% of stock's IOPS at QD %d" % (rate, qd), fontsize=10)
+                ax.grid(True, alpha=0.3, which="both")
+            if not drawn:
+                plt.close(fig)
+                continue
+            axes[0][0].legend(fontsize=8)
+            fig.suptitle("Equal-load latency CDF, %s, QD %d (all repetitions pooled)" % (group_title(*group), qd))
+            fig.tight_layout()
+            path = os.path.join(outdir, plot_name("latency-cdf-qd%d" % qd, cpus, ctrls))
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            paths.append(path)
     return paths

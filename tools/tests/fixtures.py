@@ -69,16 +69,21 @@ def interrupts(q1, q2, loc, admin=5):
     ]
 
 
-def bench_output(cells):
+def bench_output(cells, cpus="1", rate=0, tool="fio", tool_output=None, disk_ios=0):
     """bench-run output for CELLS: [(driver, qd, iops, dev_irqs, loc, reaped_poll, completed, ticks)]."""
-    out = ["NVA-BENCH-ENV kernel=7.3.4 cpus=2 fio=fio-3.39 cpu_model=QEMU"]
+    out = ["NVA-BENCH-ENV kernel=7.3.4 cpus=2 fio=fio-3.39", "NVA-BENCH-ENV-TEXT cpu_model QEMU TCG CPU"]
+    jobs = len(cpus.split(","))
+    workload = "peak" if tool == "t-io_uring" else "randread"
     for i, (driver, qd, iops, irqs, loc, polled, completed, ticks) in enumerate(cells):
         ios = int(iops * 5)
         out.append("NVA-BENCH-PROGRESS %d %d driver=%s" % (i + 1, len(cells), driver))
-        out.append("NVA-BENCH-BEGIN rep=1 driver=%s workload=randread qd=%d jobs=1 ctrls=1 runtime=5 controllers=nvma0" % (driver, qd))
-        out.extend(json.dumps(fio_json(iops=iops, ios=ios), indent=1).splitlines())
+        out.append("NVA-BENCH-BEGIN rep=1 driver=%s workload=%s qd=%d jobs=%d cpus=%s ctrls=1 runtime=5 rate=%d "
+                   "rate_iops=%d tool=%s controllers=nvma0" % (driver, workload, qd, jobs, cpus, rate, iops * rate // 100, tool))
+        out.extend(tool_output or json.dumps(fio_json(iops=iops, ios=ios), indent=1).splitlines())
         for when, scale in (("before", 0), ("after", 1)):
             out.append("NVA-BENCH-SNAPSHOT " + when)
+            out.append("NVA-BENCH-RAW uptime %.2f 100.00" % (50 + 5 * scale))
+            out.append("NVA-BENCH-RAW diskstats nvma0n1 %d 0 0 0 0 0 0 0 0 0 0" % (100 + scale * disk_ios))
             out.extend("NVA-BENCH-RAW interrupts " + line for line in interrupts(1000 + scale * irqs, 0, 500 + scale * loc))
             out.append("NVA-BENCH-RAW stat cpu  %d 0 %d %d 0 0 0 0 0 0" % (100 + scale * ticks, 200 + scale * ticks, 1000))
             out.append("NVA-BENCH-RAW stat ctxt %d" % (50 + scale * ios))

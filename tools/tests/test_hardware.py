@@ -129,6 +129,26 @@ class DeviceChecks(Tree):
                 hardware.normalize(bad)
 
 
+class Describe(Tree):
+    def test_model_firmware_link_numa_and_governor(self):
+        dev = os.path.join(self.sys, "devices/pci0000:00", fixtures.ADDR)
+        for name, value in (("nvme/nvme0/model", "Solidigm SB5PH27X038T               "), ("nvme/nvme0/firmware_rev", "001C"),
+                            ("current_link_speed", "16.0 GT/s PCIe"), ("current_link_width", "4"),
+                            ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "4"), ("numa_node", "1")):
+            fixtures.write(os.path.join(dev, name), value)
+        for cpu, gov in (("cpu0", "performance"), ("cpu1", "performance")):
+            os.makedirs(os.path.join(self.sys, "devices/system/cpu", cpu, "cpufreq"))
+            fixtures.write(os.path.join(self.sys, "devices/system/cpu", cpu, "cpufreq/scaling_governor"), gov)
+        self.assertEqual(hardware.describe([fixtures.ADDR], self.sys), {
+            "dev0_addr": fixtures.ADDR, "dev0_model": "Solidigm SB5PH27X038T", "dev0_firmware": "001C",
+            "dev0_link": "16.0 GT/s PCIe x4", "dev0_max_link": "32.0 GT/s PCIe x4", "dev0_numa_node": "1",
+            "cpu_governor": "performance"})
+
+    def test_what_sysfs_lacks_is_left_out(self):
+        env = hardware.describe([fixtures.ADDR], self.sys)
+        self.assertEqual(env, {"dev0_addr": fixtures.ADDR, "cpu_governor": "none (no cpufreq)"})
+
+
 class RestoreTree(Tree):
     """Restorer puts controllers back through nvme-bind; a fake nvme-bind records the calls."""
 
