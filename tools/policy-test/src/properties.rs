@@ -14,6 +14,9 @@ enum Event {
     Timer { late: u64, reaped: Reaped, inflight: u32 },
     /// A runtime write of the adaptive switch.
     Toggle,
+    /// Runtime writes of every parameter at once, to new valid values (the module reads each
+    /// parameter afresh at every decision, whatever the queue is doing).
+    Params(Params),
 }
 
 /// Up to 64 completions, some or all of them timed, each after up to 10 ms.
@@ -31,6 +34,7 @@ fn event() -> impl Strategy<Value = Event> {
         4 => (0u64..300_000, reaped(), 0u32..256)
             .prop_map(|(late, reaped, inflight)| Event::Timer { late, reaped, inflight }),
         1 => Just(Event::Toggle),
+        1 => params().prop_map(Event::Params),
     ]
 }
 
@@ -67,6 +71,7 @@ proptest! {
         for ev in events {
             match ev {
                 Event::Toggle => p.enabled = !p.enabled,
+                Event::Params(new) => p = new,
                 Event::Irq { dt, reaped, inflight } => {
                     now += dt;
                     // A masked vector raises no interrupt.
@@ -99,6 +104,9 @@ proptest! {
                             armed_for = Some(wait_ns);
                         }
                         Action::StopPolling { .. } => {
+                            // Set only here, by the parameters in force now (a cap lowered
+                            // later does not shorten a backoff already running).
+                            prop_assert!(pol.backoff_ns() <= p.backoff_max_ns, "backoff {} > cap {}", pol.backoff_ns(), p.backoff_max_ns);
                             masked = false;
                             unmasks += 1;
                             armed_for = None;
@@ -111,7 +119,6 @@ proptest! {
             prop_assert_eq!(masked, pol.stage() == Stage::Poll);
             prop_assert_eq!(masked, armed_for.is_some());
             prop_assert_eq!(masks - unmasks, u64::from(masked), "unbalanced mask/unmask");
-            prop_assert!(pol.backoff_ns() <= p.backoff_max_ns, "backoff {} > cap {}", pol.backoff_ns(), p.backoff_max_ns);
         }
         // Teardown leaves the vector unmasked.
         prop_assert_eq!(pol.abort_polling(), masked);
