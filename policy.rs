@@ -559,15 +559,15 @@ impl Policy {
         self.measure_latency();
         self.est.per_irq_x16 = self.sample_count.saturating_mul(16) / irqs;
         self.restart_sample(now);
-        let Some(plan) = self.est.plan(p) else {
+        let plan = self.est.plan(p).filter(|plan| {
+            self.est.latency_weight >= BASELINE_MIN
+                && u64::from(inflight) >= plan.batch
+                && self.est.pays(plan.batch)
+        });
+        let Some(plan) = plan else {
+            self.relax_poll_estimates();
             return Action::Stay;
         };
-        if self.est.latency_weight < BASELINE_MIN
-            || u64::from(inflight) < plan.batch
-            || !self.est.pays(plan.batch)
-        {
-            return Action::Stay;
-        }
         self.stage = Stage::Poll;
         self.set_plan(plan);
         self.est.poll_latency_ns = 0;
@@ -578,6 +578,16 @@ impl Policy {
         Action::StartPolling {
             wait_ns: plan.wait_ns,
         }
+    }
+
+    /// Only polls measure the timer's lateness and the wait's correction, so with each sample
+    /// that stays on interrupts both relax toward their neutral values (no lateness, no
+    /// correction): one stretch of late timers (a loaded host, a firmware interrupt) must not
+    /// keep the queue off polling for good. The next episode measures them again; if they are
+    /// still bad it ends and backs off as any failed episode does.
+    fn relax_poll_estimates(&mut self) {
+        self.est.slack_ns -= self.est.slack_ns >> 2;
+        self.est.fit_x256 = (self.est.fit_x256 * 7 + FIT_ONE) / 8;
     }
 
     /// Folds the sample's latencies into the running mean.

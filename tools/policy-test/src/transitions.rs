@@ -140,6 +140,22 @@ fn timer_slack_beyond_the_budget_keeps_interrupts() {
 }
 
 #[test]
+fn a_queue_polls_again_once_the_timer_is_punctual() {
+    let p = params();
+    let (mut pol, now) = polling();
+    // One poll 2 ms late (a loaded host) ends the episode: no wait fits the budget.
+    let late = now + WAIT + 2_000 * US;
+    let a = pol.on_timer(late, 2_000 * US, timed(22, LATENCY), 24, &p);
+    assert!(matches!(a, Action::StopPolling { ending: Ending::Stalled }));
+    // On interrupts after the backoff nothing measures the timer: its lateness relaxes, and
+    // the dense stream is polled again.
+    let until = late + pol.backoff_ns();
+    let (action, _) = sample(&mut pol, until, EVERY, timed(4, LATENCY), 32);
+    assert!(matches!(action, Action::StartPolling { .. }));
+    assert!(pol.estimates().slack_ns < WAIT);
+}
+
+#[test]
 fn idle_gap_restarts_the_sample() {
     let p = params();
     let mut pol = Policy::new();
