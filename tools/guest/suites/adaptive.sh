@@ -1,71 +1,104 @@
-# Adaptive interrupt polling on the slow controller (a device-bound queue, as on real flash):
-# dense queues poll and take fewer interrupts, sparse ones stay on interrupts, every queue
-# returns to interrupts when the load stops, data stays intact through thousands of switches,
-# and teardown while polling is clean.
-
-# The slow controller completes 300 to 2000 commands/s, hundreds of times fewer than a flash
-# device: the latency window is scaled up and the batch down accordingly.
-EMULATION="target_batch=2 max_delay_us=10000"
+# Adaptive interrupt polling with the module's defaults, on two devices slower than the emulated
+# CPU (device-bound queues, as on real flash) whose latencies differ: the throttled slow
+# controller (300 to 2000 commands/s: ~100 ms at QD 32) and a fixed 20 ms one. Dense queues poll
+# and take fewer interrupts, sparse ones stay on interrupts, every queue returns to interrupts
+# when the load stops, data stays intact through thousands of switches, and teardown while
+# polling is clean. On faster emulated devices the poll timer, a millisecond late under TCG,
+# cannot meet the latency budget, and the policy rightly stays on interrupts.
 
 # Hard interrupts taken by the I/O vectors of controller CTRL (not the admin queue).
 vector_irqs() {
     grep -E " $1q[1-9][0-9]*\$" /proc/interrupts | awk '{ s += $2 + $3 } END { print s + 0 }'
 }
 
-# Sets SLOW_DISK and SLOW_CTRL (its debugfs name) for the slow controller's namespace.
-# (Each check runs in a subshell, so every check calls this.)
-slow() {
-    SLOW_DISK=$(disk_of "$CTRL_SLOW" 1) || fail "no disk on the slow controller"
-    SLOW_CTRL=$(ctrl_of "$CTRL_SLOW" "$SLOW_DISK") || fail "no controller name for $CTRL_SLOW"
-    [ -d "$STATS/$SLOW_CTRL" ] || fail "no statistics for $SLOW_CTRL"
-}
-
 setup_adaptive() {
     unload_adaptive
-    load_adaptive $EMULATION || fail "insmod failed"
-    to_adaptive "$CTRL_SLOW" || fail "bind failed"
+    load_adaptive || fail "insmod failed"
+    to_adaptive "$CTRL_SLOW" && to_adaptive "$CTRL_LAT" || fail "bind failed"
     slow
 }
 
-# randread on the slow disk at queue depth $1, $2 I/Os (4 KiB), one job on CPU 1. Sized by I/O
-# count, not time: on a loaded host a timed run does fewer I/Os and asserts less.
-load_slow() {
-    run_fio --name=load --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth="$1" --size=256m --io_size=$(($2 * 4))k --cpus_allowed=1
+# randread on disk $1 at queue depth $2, $3 I/Os (4 KiB), one job on CPU 1. Sized by I/O count,
+# not time: on a loaded host a timed run does fewer I/Os and asserts less.
+load_disk() {
+    run_fio --name=load --filename="/dev/$1" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth="$2" --size=256m --io_size=$(($3 * 4))k --cpus_allowed=1
 }
 
-# Runs load_slow and reports "IOS IRQS EPISODES POLLED" for the run.
+load_slow() {
+    load_disk "$SLOW_DISK" "$@"
+}
+
+# Runs load_disk on disk $1 of controller $2 (QD $3, $4 I/Os) and reports "IOS IRQS EPISODES
+# POLLED" for the run.
 measure() {
-    i0=$(vector_irqs "$SLOW_CTRL"); e0=$(stat_sum "$SLOW_CTRL" episodes)
-    p0=$(stat_sum "$SLOW_CTRL" reaped_poll); c0=$(stat_sum "$SLOW_CTRL" completed)
-    load_slow "$@" || return 1
-    i1=$(vector_irqs "$SLOW_CTRL"); e1=$(stat_sum "$SLOW_CTRL" episodes)
-    p1=$(stat_sum "$SLOW_CTRL" reaped_poll); c1=$(stat_sum "$SLOW_CTRL" completed)
+    i0=$(vector_irqs "$2"); e0=$(stat_sum "$2" episodes)
+    p0=$(stat_sum "$2" reaped_poll); c0=$(stat_sum "$2" completed)
+    load_disk "$1" "$3" "$4" || return 1
+    i1=$(vector_irqs "$2"); e1=$(stat_sum "$2" episodes)
+    p1=$(stat_sum "$2" reaped_poll); c1=$(stat_sum "$2" completed)
     echo "$((c1 - c0)) $((i1 - i0)) $((e1 - e0)) $((p1 - p0))"
+}
+
+# The policy's view of controller $1's busiest queue (most completions), for failure messages.
+policy_digest() {
+    best= most=-1
+    for f in $(queue_files "$1"); do
+        qget "$f" completed && [ "$REPLY" -gt "$most" ] && most=$REPLY best=$f
+    done
+    awk '$1 ~ /^(episodes|ended_stalled|ended_idle|ended_capped|depth|per_irq|latency_ns|poll_latency_ns|slack_ns|wait_fit_percent|wait_ns|batch|backoff_ns):$/ {
+        printf "%s %s ", $1, $2 }' "$best"
+}
+
+# At QD 32 the queue of disk $1 (controller $2) polls most completions with the defaults, and
+# its device interrupts per I/O fall to less than half of the interrupt-only run's. Before the
+# measured run, a shorter one lets the policy learn the device's latency (its baseline takes 256
+# completions on the queue).
+dense_polls() {
+    set_params adaptive=0
+    set -- "$1" "$2" $(measure "$1" "$2" 32 1500) || return 1
+    off_ios=$3 off_irqs=$4
+    set_params adaptive=1
+    load_disk "$1" 32 512 || return 1
+    set -- "$1" "$2" $(measure "$1" "$2" 32 1500) || return 1
+    on_ios=$3 on_irqs=$4 episodes=$5 polled=$6
+    [ "$episodes" -gt 0 ] || fail "$2: no poll episode at QD32 ($(policy_digest "$2"))"
+    [ $((polled * 2)) -gt "$on_ios" ] ||
+        fail "$2: only $polled of $on_ios completions reaped by polling ($(policy_digest "$2"))"
+    # Hard IRQs per I/O, in thousandths, must drop well below the interrupt-only run's.
+    off=$((off_irqs * 1000 / off_ios)) on=$((on_irqs * 1000 / on_ios))
+    [ $((on * 2)) -lt "$off" ] ||
+        fail "$2: IRQs per 1000 I/Os: $on with polling vs $off without ($(policy_digest "$2"))"
+    echo "$2: IRQs per 1000 I/Os: $off off, $on adaptive ($episodes episodes, $polled of $on_ios polled," \
+        "wait $(stat_sum "$2" wait_ns) ns, latency $(stat_sum "$2" latency_ns) ns)"
 }
 
 dense_queue_polls() {
     slow || return 1
-    set_params adaptive=0
-    set -- $(measure 32 1500) || return 1
-    off_ios=$1 off_irqs=$2
-    set_params adaptive=1
-    set -- $(measure 32 1500) || return 1
-    on_ios=$1 on_irqs=$2 episodes=$3 polled=$4
-    [ "$episodes" -gt 0 ] || fail "no poll episode at QD32"
-    [ $((polled * 2)) -gt "$on_ios" ] || fail "only $polled of $on_ios completions reaped by polling"
-    # Hard IRQs per I/O, in thousandths, must drop well below the interrupt-only run's.
-    off=$((off_irqs * 1000 / off_ios)) on=$((on_irqs * 1000 / on_ios))
-    [ $((on * 2)) -lt "$off" ] || fail "IRQs per 1000 I/Os: $on with polling vs $off without"
-    echo "IRQs per 1000 I/Os: $off off, $on adaptive ($episodes episodes)"
+    dense_polls "$SLOW_DISK" "$SLOW_CTRL"
+}
+
+dense_queue_polls_at_20ms() {
+    lat || return 1
+    dense_polls "$LAT_DISK" "$LAT_CTRL"
+}
+
+# At QD 1 a poll could never collect two completions: the queue stays on interrupts.
+sparse_stays() {
+    set -- "$1" "$2" $(measure "$1" "$2" 1 "$3") || return 1
+    [ "$5" = 0 ] || fail "$2: QD1 started $5 poll episodes"
+    [ "$6" = 0 ] || fail "$2: QD1 reaped $6 completions by polling"
+    [ "$4" -ge "$3" ] || fail "$2: QD1 took $4 interrupts for $3 I/Os"
 }
 
 sparse_queue_stays() {
     slow || return 1
-    set -- $(measure 1 600) || return 1
-    [ "$3" = 0 ] || fail "QD1 started $3 poll episodes"
-    [ "$4" = 0 ] || fail "QD1 reaped $4 completions by polling"
-    [ "$2" -ge "$1" ] || fail "QD1 took $2 interrupts for $1 I/Os"
+    sparse_stays "$SLOW_DISK" "$SLOW_CTRL" 600
+}
+
+sparse_queue_stays_at_20ms() {
+    lat || return 1
+    sparse_stays "$LAT_DISK" "$LAT_CTRL" 200
 }
 
 # A queue of the slow controller is polling.
@@ -73,63 +106,70 @@ some_queue_polls() {
     queue_files "$SLOW_CTRL" | xargs grep -qx 'stage: poll'
 }
 
-# Every queue of the controller is on interrupts: not polling, vector not masked.
-all_on_interrupts() {
-    for q in $(queue_files "$SLOW_CTRL"); do
-        grep -qx 'stage: poll' "$q" && return 1
-        grep -qx 'masked: 1' "$q" && return 1
-    done
-    return 0
-}
 
 back_on_interrupts() {
     slow || return 1
     load_slow 32 900 || return 1
     # The last episode ends at the next poll that finds the queue idle.
-    wait_for 10 all_on_interrupts || fail "queues still polling after the load stopped"
+    wait_for 10 all_on_interrupts "$SLOW_CTRL" || fail "queues still polling after the load stopped"
     # And the vectors work: a light load is served by interrupts.
     i0=$(vector_irqs "$SLOW_CTRL")
     load_slow 1 100 || return 1
     [ "$(vector_irqs "$SLOW_CTRL")" -gt "$i0" ] || fail "no interrupts after polling ended"
 }
 
-# fio write+verify (each block read back and checked soon after it is written), 4096 writes and
-# their reads, while the parameters force very short episodes and backoffs. One job, so that one queue gets all of
-# the device's completions (split over two, the debug kernel's rate fills no batch in time).
+# fio write+verify passes (verify_switches in lib.sh: every block read back and checked soon after
+# it is written) while the parameters force episodes of two polls and 10 us backoffs, until the
+# slow controller has switched modes at least 500 times.
 verify_through_switches() {
     slow || return 1
-    set_params sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=100
-    e0=$(stat_sum "$SLOW_CTRL" episodes)
-    run_fio --name=switches --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
-        --rw=randwrite --bs=4k --iodepth=24 --cpus_allowed=1 --size=64m --io_size=16m \
-        --verify=crc32c --verify_backlog=64 --verify_fatal=1 --randrepeat=0 || return 1
-    e1=$(stat_sum "$SLOW_CTRL" episodes)
-    set_params sample_size=64 $EMULATION episode_polls=10000 backoff_us=1000 backoff_max_us=1000000
-    # Each episode is two switches: mask and poll, then unmask.
-    [ $((e1 - e0)) -ge 500 ] || fail "only $((e1 - e0)) poll episodes"
-    echo "$((2 * (e1 - e0))) mode switches, data verified"
+    verify_switches "$SLOW_DISK" "$SLOW_CTRL" 250 600
 }
 
-# Starts fio at QD 32 on the slow disk for $1 seconds in the background (its pid in $pid) and
-# waits until a queue polls.
+# Runs "$@" until it succeeds, for at most $1 seconds of wall-clock time (wait_for counts tries,
+# which take much longer than their nominal 0.1 s on a loaded host).
+within() {
+    end=$(($(date +%s) + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$end" ] || return 1
+        sleep 0.2
+    done
+}
+
+# What the slow controller's queues are doing, for a failure message.
+poll_state() {
+    for q in $(queue_files "$SLOW_CTRL"); do
+        printf '%s: %s; ' "${q##*/}" "$(grep -E '^(stage|episodes|ended_[a-z]+|completed|latency_ns|slack_ns|per_irq|backoff_ns):' "$q" | tr '\n' ' ')"
+    done
+}
+
+# Starts $1 reads at QD 32 on the slow disk in the background (its pid in $pid) and waits until
+# a queue polls.
 start_polling_load() {
     fio --name=bg --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth=32 --runtime="$1" --time_based --cpus_allowed=1 >/dev/null 2>&1 &
+        --bs=4k --iodepth=32 --size=256m --io_size=$(($1 * 4))k --cpus_allowed=1 >/dev/null 2>&1 &
     pid=$!
-    wait_for 10 some_queue_polls || { kill $pid; fail "never polled"; }
+    within 60 some_queue_polls || { kill $pid; fail "never polled: $(poll_state)"; }
+}
+
+# The slow controller completed $1 more commands than $2.
+completed_beyond() {
+    [ "$(stat_sum "$SLOW_CTRL" completed)" -ge $(($2 + $1)) ]
 }
 
 runtime_switch() {
     slow || return 1
     # adaptive=0 during polling ends it at the next poll; adaptive=1 brings it back.
-    start_polling_load 20
+    start_polling_load 30000
     set_params adaptive=0
-    wait_for 5 all_on_interrupts || { kill $pid; echo 1 >$PARAMS/adaptive; fail "still polling after adaptive=0"; }
-    p0=$(stat_sum "$SLOW_CTRL" reaped_poll)
-    sleep 1
+    within 30 all_on_interrupts "$SLOW_CTRL" || { kill $pid; echo 1 >$PARAMS/adaptive; fail "still polling after adaptive=0"; }
+    # 300 completions with adaptive off: none of them polled.
+    p0=$(stat_sum "$SLOW_CTRL" reaped_poll) c0=$(stat_sum "$SLOW_CTRL" completed)
+    within 60 completed_beyond 300 "$c0" || { kill $pid; echo 1 >$PARAMS/adaptive; fail "the load stalled"; }
     p1=$(stat_sum "$SLOW_CTRL" reaped_poll)
     set_params adaptive=1
-    wait_for 10 some_queue_polls || { kill $pid; fail "did not poll again"; }
+    within 60 some_queue_polls || { kill $pid; fail "did not poll again: $(poll_state)"; }
     kill $pid
     wait $pid 2>/dev/null
     [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
@@ -137,7 +177,7 @@ runtime_switch() {
 
 unbind_while_polling() {
     slow || return 1
-    start_polling_load 60
+    start_polling_load 30000
     unbind_adaptive "$CTRL_SLOW" || fail "unbind hung"
     wait $pid 2>/dev/null
     ! grep -q "${SLOW_CTRL}q" /proc/interrupts || fail "interrupts left after unbind"
@@ -151,7 +191,9 @@ unbind_while_polling() {
 
 check setup setup_adaptive
 check dense-queue-polls dense_queue_polls
+check dense-queue-polls-at-20ms dense_queue_polls_at_20ms
 check sparse-queue-stays sparse_queue_stays
+check sparse-queue-stays-at-20ms sparse_queue_stays_at_20ms
 check back-on-interrupts back_on_interrupts
 check verify-through-switches verify_through_switches
 check runtime-switch runtime_switch
