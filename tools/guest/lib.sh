@@ -265,3 +265,98 @@ requests_traced() {
     awk -v re="^($1)\$" '{ for (i = 1; i < NF; i++) if ($i == "block_rq_issue:") { if ($(i + 2) ~ re) n++; break } }
         END { print n + 0 }' $TRACING/trace
 }
+
+# qget FILE KEY: the value of the "KEY: value" line of FILE (a queue's statistics) in REPLY,
+# without a fork: loops that sample statistics while I/O runs must not load the guest.
+qget() {
+    local k v
+    REPLY=
+    while read -r k v; do
+        [ "$k" = "$2:" ] && { REPLY=$v; return 0; }
+    done <"$1"
+    return 1
+}
+
+# nap SECONDS: sleeps without a fork (a read that times out on a pipe nothing writes to).
+nap() {
+    [ -n "${NAP_FD:-}" ] || exec {NAP_FD}<> <(:)
+    read -r -t "$1" -u "$NAP_FD" _
+    return 0
+}
+
+# queue_of_cpu DISK CPU: the queue (qN) that serves DISK's requests submitted on CPU: blk-mq's
+# hardware context N-1, whose cpu_list names the CPU.
+queue_of_cpu() {
+    for m in /sys/block/"$1"/mq/*; do
+        case ",$(tr -d ' ' <"$m/cpu_list")," in
+            *",$2,"*) echo "q$((${m##*/} + 1))"; return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# queue_irqs CTRL QN: hard interrupts taken by the vector of queue QN of controller CTRL, over
+# all CPUs.
+queue_irqs() {
+    awk -v name="$1$2" '$NF == name { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i }
+        END { print s + 0 }' /proc/interrupts
+}
+
+# Parameters under which a queue of the slow controller switches modes as often as it can: a
+# decision every 8 completions, episodes of two polls, a 10 us backoff, and the whole device
+# latency as the budget (under emulation the poll timer fires about a millisecond late).
+FORCE_SWITCHING="sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=10 latency_budget_percent=100"
+
+# verify_switches DISK CTRL EPISODES SECONDS: fio write+verify passes on DISK (1024 random 4 KiB
+# writes each, every block read back and checked; one job on CPU 1 at QD 24) under
+# FORCE_SWITCHING, until controller CTRL has counted EPISODES more poll episodes (each two mode
+# switches: mask, then unmask). Fails on an I/O or verify error, or when SECONDS pass first;
+# puts the parameters back as they were. Prints "N mode switches in P passes, W writes verified".
+verify_switches() {
+    vs_saved=$(for kv in $FORCE_SWITCHING; do echo "${kv%%=*}=$(cat "$PARAMS/${kv%%=*}")"; done)
+    set_params $FORCE_SWITCHING
+    vs_e0=$(stat_sum "$2" episodes) vs_passes=0 vs_end=$((SECONDS + $4))
+    while [ $(($(stat_sum "$2" episodes) - vs_e0)) -lt "$3" ]; do
+        if [ $SECONDS -ge $vs_end ]; then
+            set_params $vs_saved
+            fail "only $(($(stat_sum "$2" episodes) - vs_e0)) of $3 episodes after $4 s ($vs_passes passes)"
+        fi
+        # In a subshell: run_fio's fail must not skip putting the parameters back.
+        if ! (run_fio --name=switches --filename="/dev/$1" --direct=1 --ioengine=io_uring \
+            --rw=randwrite --bs=4k --iodepth=24 --cpus_allowed=1 --size=64m --io_size=4m \
+            --verify=crc32c --verify_backlog=64 --verify_fatal=1 --randrepeat=0); then
+            set_params $vs_saved
+            fail "pass $((vs_passes + 1)) failed after $(($(stat_sum "$2" episodes) - vs_e0)) episodes"
+        fi
+        vs_passes=$((vs_passes + 1))
+    done
+    vs_n=$(($(stat_sum "$2" episodes) - vs_e0))
+    set_params $vs_saved
+    echo "$((2 * vs_n)) mode switches in $vs_passes passes, $((vs_passes * 1024)) writes verified"
+}
+
+# Sets SLOW_DISK and SLOW_CTRL for the slow controller (each check runs in a subshell, so every check
+# calls the ones it needs), and likewise LAT_DISK/LAT_CTRL, FILE_DISK/FILE_CTRL.
+slow() {
+    SLOW_DISK=$(disk_of "$CTRL_SLOW" 1) || fail "no disk on the slow controller"
+    SLOW_CTRL=$(ctrl_of "$CTRL_SLOW" "$SLOW_DISK") || fail "no controller name for $CTRL_SLOW"
+    [ -d "$STATS/$SLOW_CTRL" ] || fail "no statistics for $SLOW_CTRL"
+}
+lat() {
+    LAT_DISK=$(disk_of "$CTRL_LAT" 1) || fail "no disk on the 20 ms controller"
+    LAT_CTRL=$(ctrl_of "$CTRL_LAT" "$LAT_DISK") || fail "no controller name for $CTRL_LAT"
+    [ -d "$STATS/$LAT_CTRL" ] || fail "no statistics for $LAT_CTRL"
+}
+filectl() {
+    FILE_DISK=$(disk_of "$CTRL_FILE" 1) || fail "no disk on the file controller"
+    FILE_CTRL=$(ctrl_of "$CTRL_FILE" "$FILE_DISK") || fail "no controller name for $CTRL_FILE"
+}
+
+# Every queue of controller $1 is on interrupts: not polling, vector not masked.
+all_on_interrupts() {
+    for q in $(queue_files "$1"); do
+        grep -qx 'stage: poll' "$q" && return 1
+        grep -qx 'masked: 1' "$q" && return 1
+    done
+    return 0
+}
