@@ -536,7 +536,15 @@ impl Policy {
             self.restart_sample(now);
             return Action::Stay;
         };
-        if since_last > self.idle_ns() {
+        // Before the first sample ends, the completions at hand are the only latency known: a
+        // device slower than the idle floor must not look idle between its completions.
+        let idle = self.idle_ns().max(
+            reaped
+                .mean_latency_ns()
+                .unwrap_or(0)
+                .saturating_mul(IDLE_LATENCIES),
+        );
+        if since_last > idle {
             self.restart_sample(now);
             return Action::Stay;
         }

@@ -156,6 +156,16 @@ fn a_queue_polls_again_once_the_timer_is_punctual() {
 }
 
 #[test]
+fn a_device_slower_than_the_idle_floor_is_sampled_and_polled() {
+    // 100 ms per command at QD 30: one completion every 3.5 ms, longer than the idle floor.
+    let mut pol = Policy::new();
+    let slow = timed(1, 100_000 * US);
+    let (action, _) = sample(&mut pol, 1_000 * US, 3_500 * US, slow, 30);
+    assert!(matches!(action, Action::StartPolling { .. }));
+    assert_eq!(pol.estimates().latency_ns, 100_000 * US);
+}
+
+#[test]
 fn idle_gap_restarts_the_sample() {
     let p = params();
     let mut pol = Policy::new();
