@@ -407,37 +407,6 @@ two_controllers_at_once() {
     echo "$SLOW_CTRL $qs and $LAT_CTRL $ql both polling in $2 of $1 samples; episodes $es and $el; verify passed"
 }
 
-# Mixed random reads and writes of 512 B to 64 KiB (fio bsrange), verified, on the slow
-# controller while its queue switches modes as often as it can.
-mixed_rw_bsrange() {
-    slow || return 1
-    trap cleanup EXIT
-    set_params $FORCE_SWITCHING
-    e0=$(stat_sum "$SLOW_CTRL" episodes) c0=$(stat_sum "$SLOW_CTRL" completed)
-    # Reads in the second half of the disk keep the queue deep while the verified writes run in
-    # the first (fio's verify with mixed block sizes keeps about one write in flight: alone,
-    # nothing would poll). Write passes follow each other until the queue has switched modes 40
-    # times; the reads run until then.
-    fio --name=mixed-reads --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
-        --rw=randread --bsrange=512-64k --iodepth=16 --cpus_allowed=1 --offset=32m --size=32m \
-        --time_based --runtime=900 >/dev/null 2>&1 &
-    BG_PIDS=$!
-    passes=0 end=$((SECONDS + 600))
-    while [ $(($(stat_sum "$SLOW_CTRL" episodes) - e0)) -lt 20 ]; do
-        [ $SECONDS -lt $end ] ||
-            fail "only $(($(stat_sum "$SLOW_CTRL" episodes) - e0)) episodes in 600 s ($passes passes)"
-        run_fio --name=mixed-writes --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
-            --rw=randwrite --bsrange=512-64k --iodepth=16 --cpus_allowed=1 --offset=0 --size=32m \
-            --io_size=8m --verify=crc32c --verify_backlog=64 --verify_fatal=1 --randrepeat=0 ||
-            return 1
-        passes=$((passes + 1))
-    done
-    kill "$BG_PIDS"
-    wait "$BG_PIDS" 2>/dev/null
-    BG_PIDS=
-    e=$(($(stat_sum "$SLOW_CTRL" episodes) - e0)) c=$(($(stat_sum "$SLOW_CTRL" completed) - c0))
-    echo "$((2 * e)) mode switches over $c completions of 512 B..64 KiB in $passes verified write passes"
-}
 
 # --- Errors from the device --------------------------------------------------------------------
 
@@ -600,7 +569,6 @@ check reset-while-polling reset_while_polling
 check params-churn-under-verify params_churn
 check two-queues-poll-at-once two_queues_poll_at_once
 check two-controllers-at-once two_controllers_at_once
-check mixed-rw-bsrange-switching mixed_rw_bsrange
 check switch-soak-slice switch_soak_slice
 check no-bad-completions no_bad_completions
 check queue-depth-exhaustion queue_depth_exhaustion
