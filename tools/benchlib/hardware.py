@@ -69,26 +69,18 @@ class Restorer:
         self.nvme_bind = nvme_bind
         self.sys_root = sys_root
         self.original = {a: driver_of(a, sys_root) for a in addrs}
-        self.poll_queues = self._read(self._poll_queues_path())
+        self.poll_queues = _read(self._poll_queues_path())
         with open(proc_modules) as f:
             self.adaptive_loaded = any(line.startswith("nvme_adaptive ") for line in f)
 
     def _poll_queues_path(self):
         return os.path.join(self.sys_root, "module/nvme/parameters/poll_queues")
 
-    @staticmethod
-    def _read(path):
-        try:
-            with open(path) as f:
-                return f.read().strip()
-        except OSError:
-            return None
-
     def restore(self):
         """Returns the problems met (empty when everything is back)."""
         problems = []
         path = self._poll_queues_path()
-        if self.poll_queues is not None and self._read(path) != self.poll_queues:
+        if self.poll_queues is not None and _read(path) != self.poll_queues:
             try:
                 with open(path, "w") as f:
                     f.write(self.poll_queues)
