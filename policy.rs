@@ -537,14 +537,15 @@ impl Policy {
             return Action::Stay;
         };
         // Before the first sample ends, the completions at hand are the only latency known: a
-        // device slower than the idle floor must not look idle between its completions.
-        let idle = self.idle_ns().max(
-            reaped
-                .mean_latency_ns()
-                .unwrap_or(0)
-                .saturating_mul(IDLE_LATENCIES),
-        );
-        if since_last > idle {
+        // device slower than the idle floor must not look idle between its completions. (Their
+        // mean is only worked out for a gap that already looks idle.)
+        if since_last > self.idle_ns()
+            && since_last
+                > reaped
+                    .mean_latency_ns()
+                    .unwrap_or(0)
+                    .saturating_mul(IDLE_LATENCIES)
+        {
             self.restart_sample(now);
             return Action::Stay;
         }
