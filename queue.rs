@@ -617,24 +617,35 @@ impl Queue {
         Ok(())
     }
 
-    /// Submits a list of prepared requests under one lock and one doorbell write.
+    /// Submits a list of prepared requests under one lock and one doorbell write. A request
+    /// the ring cannot take (the queue lost its rings after `prep_for_batch`) is started
+    /// already: it ends with a host path error, which nvme-core retries or fails over.
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
         let now = self.submission_time();
-        let mut sq = self.sq.lock();
-        let mut any = false;
-        while let Some(mut rq) = list.pop() {
-            rq.pdu().submitted_ns = now;
-            let cmd = *rq.command();
-            if self.copy_command(&mut sq, &cmd).is_ok() {
+        let mut not_copied = LocalRqList::new();
+        {
+            let mut sq = self.sq.lock();
+            let mut any = false;
+            while let Some(mut rq) = list.pop() {
+                rq.pdu().submitted_ns = now;
+                let cmd = *rq.command();
+                if self.copy_command(&mut sq, &cmd).is_err() {
+                    not_copied.push(rq);
+                    continue;
+                }
                 self.stats.submitted.add(1);
                 if rq.retries() > 0 {
                     self.stats.retries.add(1);
                 }
                 any = true;
             }
+            if any {
+                self.write_sq_doorbell(&mut sq, true);
+            }
         }
-        if any {
-            self.write_sq_doorbell(&mut sq, true);
+        while let Some(mut rq) = not_copied.pop() {
+            self.unprep(&mut rq);
+            rq.fail_host_path();
         }
     }
 

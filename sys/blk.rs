@@ -197,6 +197,14 @@ impl<P: Default> Request<P> {
         Status(unsafe { ffi::nva_rq_fail_nonready(self.raw()) })
     }
 
+    /// Ends a started request that never reached the controller with a host path error:
+    /// nvme-core requeues it, fails it over or fails it, as for a lost path.
+    pub(crate) fn fail_host_path(self) {
+        // SAFETY: the request is live, started and not on the controller; its data is unmapped
+        // and its command cleaned up. It goes back to nvme-core here.
+        unsafe { ffi::nva_rq_fail_host_path(self.raw()) }
+    }
+
     /// Has nvme-core build the request's command.
     pub(crate) fn setup_command(&mut self) -> Result<(), Status> {
         // SAFETY: the request is live and not started.

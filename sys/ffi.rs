@@ -175,6 +175,7 @@ extern "C" {
     pub(crate) fn nva_rq_transport(rq: *mut request) -> *mut c_void;
     pub(crate) fn nva_rq_check_ready(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_fail_nonready(rq: *mut request) -> u8;
+    pub(crate) fn nva_rq_fail_host_path(rq: *mut request);
     pub(crate) fn nva_rq_setup_cmd(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_cleanup_cmd(rq: *mut request);
     pub(crate) fn nva_rq_start(rq: *mut request);

@@ -656,6 +656,11 @@ blk_status_t nva_rq_fail_nonready(struct request *rq)
 	return nvme_fail_nonready_command(nvme_req(rq)->ctrl, rq);
 }
 
+void nva_rq_fail_host_path(struct request *rq)
+{
+	nvme_host_path_error(rq);
+}
+
 blk_status_t nva_rq_setup_cmd(struct request *rq)
 {
 	return nvme_setup_cmd(rq->q->queuedata, rq);

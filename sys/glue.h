@@ -139,6 +139,7 @@ void *nva_rq_queue(struct request *rq);
 void *nva_rq_transport(struct request *rq);
 bool nva_rq_check_ready(struct request *rq);
 blk_status_t nva_rq_fail_nonready(struct request *rq);
+void nva_rq_fail_host_path(struct request *rq);
 blk_status_t nva_rq_setup_cmd(struct request *rq);
 void nva_rq_cleanup_cmd(struct request *rq);
 void nva_rq_start(struct request *rq);
