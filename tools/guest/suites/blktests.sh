@@ -9,8 +9,9 @@
 # The device tests that apply: the block layer's, and nvme-core's that run on a PCI controller
 # (they use its sysfs attributes and character devices; 032, 050 and 053 reset, rescan or remove
 # the controller: they run alone, see BLKTESTS_ALONE). blktests checks the nvme group's
-# transport list (NVMET_TRTYPES: loop, rdma, tcp, fc) even for device tests, so 032, 049 and 053
-# need the nvme-loop target driver in the kernel to run at all; 050 names the PCI transport itself.
+# transport list (NVMET_TRTYPES: loop, rdma, tcp, fc) even for device tests, so 049 and 053 need
+# the nvme-loop target driver loaded to run at all (setup loads it: the guest has no modprobe
+# tree); 032 and 050 name the PCI transport themselves and need the stock driver loaded.
 BLKTESTS_TESTS="block/003 block/004 block/005 block/007 block/008 block/011 block/012 block/019 block/036
 nvme/032 nvme/039 nvme/049 nvme/050 nvme/053"
 # Seconds each timed test runs its I/O (blktests' TIMEOUT; its default is a test's own, up to
@@ -23,6 +24,11 @@ blktests_setup() {
     [ -e "/sys/bus/pci/devices/$CTRL_HP" ] || fail "no controller at $CTRL_HP (the hotplug slot of tools/vm's test rig)"
     load_stock || fail "stock driver did not load"
     load_adaptive || fail "nvme_adaptive did not load"
+    for m in nvme-fabrics nvmet nvme-loop; do
+        grep -q "^${m//-/_} " /proc/modules || insmod "$MODDIR/$m.ko" || fail "$m did not load"
+    done
+    findmnt -t configfs /sys/kernel/config >/dev/null || mount -t configfs none /sys/kernel/config ||
+        fail "configfs did not mount"
     start_udev || fail "udevd did not start"
     mkdir -p /tmp/blktests
     echo "blktests $(cd $BLKTESTS && ls tests | wc -l) groups, TIMEOUT=$BLKTESTS_TIMEOUT"
@@ -52,6 +58,13 @@ blktests_run() {
         >"$out" 2>&1
     rc=$?
     sed "s/^/NVA-BLKTESTS $drv /" "$out" >/dev/console
+    # A failed test's full log (its commands' own output) says why; blktests keeps it apart.
+    for t in "$@"; do
+        grep -q "^$t .*\[failed\]" "$out" || continue
+        for f in /tmp/blktests/results-"$drv"/*/"$t".full; do
+            [ -f "$f" ] && tail -n 30 "$f" | sed "s|^|NVA-BLKTESTS $drv $t.full: |" >/dev/console
+        done
+    done
     # "block/003 => nvme0n1 (run various discard sizes)    [passed]"; a skip's reasons follow,
     # indented.
     for t in "$@"; do
@@ -73,8 +86,9 @@ blktests_all() {
     rm -f /tmp/blktests/*.results
     grouped=$(printf '%s\n' $BLKTESTS_TESTS | grep -vxF "$(printf '%s\n' $BLKTESTS_ALONE)")
     alone=$(printf '%s\n' $BLKTESTS_TESTS | grep -xF "$(printf '%s\n' $BLKTESTS_ALONE)")
+    # (An empty list would have blktests run every test it has.)
     for drv in adaptive stock; do
-        blktests_run $drv $grouped
+        [ -z "$grouped" ] || blktests_run $drv $grouped
     done
     for t in $alone; do
         for drv in adaptive stock; do
