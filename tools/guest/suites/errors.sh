@@ -98,11 +98,17 @@ dead_controller_fails_io() {
         if [ "$(dmesg_count "$reset")" -gt "$resets" ]; then outcome=reset; break; fi
         sleep 1
     done
-    set_memory_space "$CTRL_NULL" 1
-    [ -n "$outcome" ] || { kill "$FIO_PID" 2>/dev/null; fail "no reset and no give-up 90 s after the controller stopped answering"; }
+    [ -n "$outcome" ] || {
+        set_memory_space "$CTRL_NULL" 1
+        kill "$FIO_PID" 2>/dev/null
+        fail "no reset and no give-up 90 s after the controller stopped answering"
+    }
     if [ "$outcome" = reset ]; then
         # The reset either fails (given up, the reset's wait for CSTS.RDY is CAP.TO, 7.5 s) or
-        # brings the controller back.
+        # brings the controller back: it enables memory decoding itself (pci_enable_device, as
+        # pci.c's). Meanwhile the check leaves the command register alone: its read-modify-write
+        # of it, racing the reset's pci_set_master, once cleared bus mastering, and the
+        # controller's admin commands then timed out.
         for i in $(seq 1 60); do
             if [ "$(dmesg_count "$dead")" -gt "$given_up" ]; then outcome=given-up; break; fi
             if limit 20 "a read after the reset" dd if="/dev/$disk" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null; then
@@ -113,6 +119,9 @@ dead_controller_fails_io() {
         done
     fi
     reap_background_io 60
+    # The driver is done with the controller: memory decoding back on (if the controller was
+    # given up on before a reset turned it on), for the unbind and the rebind below.
+    set_memory_space "$CTRL_NULL" 1
     case "$outcome" in
         given-up)
             # A dead disk has no capacity left: a read gets an error or end of file, promptly.
