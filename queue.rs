@@ -618,11 +618,11 @@ impl Queue {
     }
 
     /// Submits a list of prepared requests under one lock and one doorbell write. A request
-    /// the ring cannot take (the queue lost its rings after `prep_for_batch`) is started
-    /// already: it ends with a host path error, which nvme-core retries or fails over.
+    /// the ring cannot take (the queue lost its rings after `prep_for_batch`, so none of the
+    /// rest can go either) is started already: those end with a host path error, which
+    /// nvme-core retries or fails over, once the lock is dropped.
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
         let now = self.submission_time();
-        let mut not_copied = LocalRqList::new();
         {
             let mut sq = self.sq.lock();
             let mut any = false;
@@ -630,8 +630,8 @@ impl Queue {
                 rq.pdu().submitted_ns = now;
                 let cmd = *rq.command();
                 if self.copy_command(&mut sq, &cmd).is_err() {
-                    not_copied.push(rq);
-                    continue;
+                    list.push(rq);
+                    break;
                 }
                 self.stats.submitted.add(1);
                 if rq.retries() > 0 {
@@ -643,7 +643,7 @@ impl Queue {
                 self.write_sq_doorbell(&mut sq, true);
             }
         }
-        while let Some(mut rq) = not_copied.pop() {
+        while let Some(mut rq) = list.pop() {
             self.unprep(&mut rq);
             rq.fail_host_path();
         }
