@@ -51,10 +51,15 @@ CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root p
 CTRL_SUBSYS=0000:00:09.0 # in an NVM subsystem: namespace 1 attached, namespace 2 detached
 CTRL_LAT=0000:00:0a.0    # null-co backend with a fixed 20 ms latency
 
+# Loads module NAME from /lib/modules unless it is loaded already.
+load_module() {
+    grep -q "^${1//-/_} " /proc/modules || insmod "$MODDIR/$1.ko"
+}
+
 load_stock() {
     grep -q '^nvme ' /proc/modules && return 0
     # nvme-core may be loaded already, for nvme_adaptive.
-    grep -q '^nvme_core ' /proc/modules || insmod "$MODDIR/nvme-core.ko" || return 1
+    load_module nvme-core || return 1
     insmod "$MODDIR/nvme.ko" "$@"
 }
 
@@ -62,7 +67,7 @@ load_stock() {
 # /lib/modules.
 load_deps() {
     for dep in $(modinfo -F depends "$NVA_KO" | tr , ' '); do
-        grep -q "^${dep//-/_} " /proc/modules || insmod "$MODDIR/$dep.ko" || return 1
+        load_module "$dep" || return 1
     done
 }
 

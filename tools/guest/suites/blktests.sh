@@ -25,7 +25,7 @@ blktests_setup() {
     load_stock || fail "stock driver did not load"
     load_adaptive || fail "nvme_adaptive did not load"
     for m in nvme-fabrics nvmet nvme-loop; do
-        grep -q "^${m//-/_} " /proc/modules || insmod "$MODDIR/$m.ko" || fail "$m did not load"
+        load_module "$m" || fail "$m did not load"
     done
     findmnt -t configfs /sys/kernel/config >/dev/null || mount -t configfs none /sys/kernel/config ||
         fail "configfs did not mount"

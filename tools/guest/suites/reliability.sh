@@ -407,7 +407,6 @@ two_controllers_at_once() {
     echo "$SLOW_CTRL $qs and $LAT_CTRL $ql both polling in $2 of $1 samples; episodes $es and $el; verify passed"
 }
 
-
 # --- Errors from the device --------------------------------------------------------------------
 
 # Namespace 6 of the multi-namespace controller (blkdebug under QEMU's NVMe): a write at 1 MiB
