@@ -403,6 +403,10 @@ pub(crate) struct Policy {
     last_poll: u64,
     /// Time of the last poll that reaped anything (or of the start of the episode).
     last_reap: u64,
+    /// Mean span between the polls that reaped anything and mean completions they reaped (in
+    /// 256ths), this episode: the rate while polling.
+    reap_span_ns: u64,
+    reap_count_x256: u64,
     /// Polls in the current episode, and how many of them kept up.
     episode_polls: u32,
     productive_polls: u32,
@@ -454,6 +458,8 @@ impl Policy {
             capped: false,
             last_poll: 0,
             last_reap: 0,
+            reap_span_ns: 0,
+            reap_count_x256: 0,
             episode_polls: 0,
             productive_polls: 0,
             failures: 0,
@@ -582,6 +588,9 @@ impl Policy {
         self.est.poll_latency_ns = 0;
         self.last_poll = now;
         self.last_reap = now;
+        // The sampled rate seeds the episode's: what the first wait should collect.
+        self.reap_span_ns = plan.batch.saturating_mul(self.est.gap_ns);
+        self.reap_count_x256 = plan.batch.saturating_mul(256);
         self.episode_polls = 0;
         self.productive_polls = 0;
         Action::StartPolling {
@@ -677,11 +686,16 @@ impl Policy {
             self.productive_polls = self.productive_polls.saturating_add(1);
         }
         if reaped > 0 {
-            // Measured since the last poll that found anything: empty polls in between are part
-            // of the interval, so clumped arrivals do not bias the estimate.
+            // The rate is the mean span between polls that reaped anything (empty polls in
+            // between are part of it) over the mean they reaped. Completions come in clumps:
+            // a mean of per-poll gaps would read a clump split across two polls as the rate
+            // collapsing, and a stall (no reaps) must not move the rate it is judged by.
             let span = now.saturating_sub(self.last_reap).max(1);
             self.last_reap = now;
-            self.est.gap_ns = ewma(self.est.gap_ns, (span / reaped).max(1)).max(1);
+            self.reap_span_ns = ewma(self.reap_span_ns, span);
+            self.reap_count_x256 = ewma(self.reap_count_x256, reaped.saturating_mul(256));
+            self.est.gap_ns =
+                (self.reap_span_ns.saturating_mul(256) / self.reap_count_x256.max(1)).max(1);
             // What the device held before this poll.
             self.est.depth_x16 = ewma(
                 self.est.depth_x16,

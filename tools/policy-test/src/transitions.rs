@@ -203,9 +203,10 @@ fn poll_that_keeps_up_rearms_with_the_updated_rate() {
     // Exactly as predicted: 10 completions, each waited half the interval on average.
     let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY + WAIT / 2), 22, &p);
     assert_eq!(a, Action::Rearm { wait_ns: WAIT });
-    // Twice the rate: the gap moves a quarter of the way (875 ns), the batch follows.
+    // Twice the rate: the mean reaped per poll moves a quarter of the way (12.5 per 10 us, an
+    // 800 ns gap), the batch follows.
     let a = pol.on_timer(now + 2 * WAIT, 0, timed(20, LATENCY + WAIT / 2), 22, &p);
-    assert_eq!(pol.estimates().gap_ns, 875);
+    assert_eq!(pol.estimates().gap_ns, 800);
     assert!(matches!(a, Action::Rearm { .. }));
 }
 
