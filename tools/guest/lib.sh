@@ -51,16 +51,15 @@ CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root p
 CTRL_SUBSYS=0000:00:09.0 # in an NVM subsystem: namespace 1 attached, namespace 2 detached
 CTRL_LAT=0000:00:0a.0    # null-co backend with a fixed 20 ms latency
 
-# Loads module NAME from /lib/modules unless it is loaded already.
+# Loads module NAME from /lib/modules with the parameters given, unless it is loaded already.
 load_module() {
-    grep -q "^${1//-/_} " /proc/modules || insmod "$MODDIR/$1.ko"
+    grep -q "^${1//-/_} " /proc/modules || insmod "$MODDIR/$1.ko" "${@:2}"
 }
 
+# Loads the stock driver with the parameters given (nvme-core may be loaded already, for
+# nvme_adaptive).
 load_stock() {
-    grep -q '^nvme ' /proc/modules && return 0
-    # nvme-core may be loaded already, for nvme_adaptive.
-    load_module nvme-core || return 1
-    insmod "$MODDIR/nvme.ko" "$@"
+    load_module nvme-core && load_module nvme "$@"
 }
 
 # Loads the modules nvme_adaptive.ko depends on (its .modinfo "depends", e.g. nvme-core), from
@@ -73,8 +72,7 @@ load_deps() {
 
 # Loads nvme_adaptive (after what it depends on) with the parameters given.
 load_adaptive() {
-    grep -q '^nvme_adaptive ' /proc/modules && return 0
-    load_deps && insmod "$NVA_KO" "$@"
+    load_deps && load_module nvme_adaptive "$@"
 }
 
 unload_adaptive() {
