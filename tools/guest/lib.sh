@@ -280,6 +280,12 @@ qget() {
     return 1
 }
 
+# queue_digest FILE: the policy's view of one queue (its statistics file), for failure messages.
+queue_digest() {
+    awk '$1 ~ /^(stage|episodes|ended_stalled|ended_idle|ended_capped|rate_per_sec|depth|per_irq|latency_ns|poll_latency_ns|slack_ns|wait_fit_percent|wait_ns|batch|backoff_ns):$/ {
+        printf "%s %s ", $1, $2 }' "$1"
+}
+
 # nap SECONDS: sleeps without a fork (a read that times out on a pipe nothing writes to).
 nap() {
     [ -n "${NAP_FD:-}" ] || exec {NAP_FD}<> <(:)

@@ -47,8 +47,7 @@ policy_digest() {
     for f in $(queue_files "$1"); do
         qget "$f" completed && [ "$REPLY" -gt "$most" ] && most=$REPLY best=$f
     done
-    awk '$1 ~ /^(episodes|ended_stalled|ended_idle|ended_capped|depth|per_irq|latency_ns|poll_latency_ns|slack_ns|wait_fit_percent|wait_ns|batch|backoff_ns):$/ {
-        printf "%s %s ", $1, $2 }' "$best"
+    queue_digest "$best"
 }
 
 # At QD 32 the queue of disk $1 (controller $2) polls most completions with the defaults, and
