@@ -39,7 +39,13 @@ enum Load {
     OnOff,
 }
 
-const LOADS: [Load; 5] = [Load::Steady, Load::Bursty, Load::Ramping, Load::Sparse, Load::OnOff];
+const LOADS: [Load; 5] = [
+    Load::Steady,
+    Load::Bursty,
+    Load::Ramping,
+    Load::Sparse,
+    Load::OnOff,
+];
 
 impl Load {
     fn name(self) -> &'static str {
@@ -69,7 +75,14 @@ impl Load {
                 // qd at once, a pause of two latencies after the last completes.
                 let cycle = 3 * latency.max(per(qd) * u64::from(qd));
                 let cycles = (COMPLETIONS / u64::from(qd)).max(8);
-                push(&mut t, cycles * cycle, Drive::Bursts { qd, think: 2 * latency });
+                push(
+                    &mut t,
+                    cycles * cycle,
+                    Drive::Bursts {
+                        qd,
+                        think: 2 * latency,
+                    },
+                );
             }
             Load::Ramping => {
                 let steps: Vec<u32> = (0..8).map(|i| 1 << i).filter(|&d| d <= qd).collect();
@@ -100,7 +113,10 @@ impl Load {
 /// The parameter sets searched: every combination of these, and adaptive polling off.
 fn candidates() -> Vec<Params> {
     let d = crate::defaults();
-    let mut sets = vec![Params { enabled: false, ..d }];
+    let mut sets = vec![Params {
+        enabled: false,
+        ..d
+    }];
     for sample_size in [16, 32, 64, 256] {
         for target_batch in [4, 16, 64, 256] {
             for max_delay_us in [20, 100, 1_000, 10_000] {
@@ -185,7 +201,10 @@ fn evaluate(cell: &Cell, sets: &[Params]) -> Verdict {
         if near_best { "" } else { " | not within 5%" },
     );
     let failure = if added(def) > bound {
-        Some(format!("{name}: defaults add {:.1}us, over the bound", added(def) / 1e3))
+        Some(format!(
+            "{name}: defaults add {:.1}us, over the bound",
+            added(def) / 1e3
+        ))
     } else if def.interrupts_per_io() > plain.interrupts_per_io() * (1.0 + PROBE_PERCENT / 100.0) {
         Some(format!(
             "{name}: defaults take {:.3} interrupts per I/O, interrupts alone {:.3}",
@@ -195,7 +214,11 @@ fn evaluate(cell: &Cell, sets: &[Params]) -> Verdict {
     } else {
         None
     };
-    Verdict { line, failure, near_best }
+    Verdict {
+        line,
+        failure,
+        near_best,
+    }
 }
 
 fn describe(p: &Params) -> String {
@@ -219,7 +242,12 @@ fn defaults_stay_within_the_bound_and_save_interrupts_in_every_cell() {
         for latency in LATENCIES {
             for qd in DEPTHS {
                 for load in LOADS {
-                    cells.push(Cell { costs, latency, qd, load });
+                    cells.push(Cell {
+                        costs,
+                        latency,
+                        qd,
+                        load,
+                    });
                 }
             }
         }
@@ -231,7 +259,10 @@ fn defaults_stay_within_the_bound_and_save_interrupts_in_every_cell() {
             .chunks(chunk)
             .map(|part| s.spawn(|| part.iter().map(|c| evaluate(c, &sets)).collect::<Vec<_>>()))
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     let mut table = String::new();
     for v in &verdicts {
@@ -253,6 +284,10 @@ fn defaults_stay_within_the_bound_and_save_interrupts_in_every_cell() {
         "{} of {} cells:\n{}",
         failures.len(),
         verdicts.len(),
-        failures.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n")
+        failures
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

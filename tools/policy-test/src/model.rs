@@ -210,7 +210,9 @@ impl Model {
     }
 
     fn drive(&self) -> Drive {
-        self.phases.get(self.phase).map_or(Drive::Idle, |ph| ph.drive)
+        self.phases
+            .get(self.phase)
+            .map_or(Drive::Idle, |ph| ph.drive)
     }
 
     fn submit(&mut self, now: u64) {
@@ -292,7 +294,8 @@ impl Model {
         self.timer_id += 1;
         self.timer = Some((self.timer_id, now + wait));
         let fires = now + wait + self.jitter(self.costs.slack_ns, 50);
-        self.events.push(Reverse((fires, Kind::Timer(self.timer_id))));
+        self.events
+            .push(Reverse((fires, Kind::Timer(self.timer_id))));
     }
 
     /// Occupies the CPU from `start` for a handler of `fixed_ns` that reaped `n`; returns when
@@ -360,8 +363,13 @@ impl Model {
         }
         self.out.reaped_by_irq += u64::from(n);
         let mut fixed = self.costs.irq_ns;
-        if let Action::StartPolling { wait_ns } = self.pol.on_irq(now, reaped, self.inflight, &self.p) {
-            assert!(wait_ns <= self.p.max_delay_ns, "wait {wait_ns} over the cap");
+        if let Action::StartPolling { wait_ns } =
+            self.pol.on_irq(now, reaped, self.inflight, &self.p)
+        {
+            assert!(
+                wait_ns <= self.p.max_delay_ns,
+                "wait {wait_ns} over the cap"
+            );
             self.masked = true;
             self.masked_since = now;
             self.out.episodes += 1;
@@ -380,7 +388,10 @@ impl Model {
         let late = now.saturating_sub(deadline);
         match self.pol.on_timer(now, late, reaped, self.inflight, &self.p) {
             Action::Rearm { wait_ns } => {
-                assert!(wait_ns <= self.p.max_delay_ns, "wait {wait_ns} over the cap");
+                assert!(
+                    wait_ns <= self.p.max_delay_ns,
+                    "wait {wait_ns} over the cap"
+                );
                 self.arm(now, wait_ns);
                 let done = self.spend(now, self.costs.timer_ns, n);
                 self.refill(done, n);
@@ -407,13 +418,16 @@ impl Model {
     /// What happened so far, after checking that the run ended settled: once the load stopped,
     /// everything was reaped, the vector is unmasked and the queue is not polling.
     pub(crate) fn settled(self) -> Outcome {
-        assert!(self.posted.is_empty(), "{} completions stranded", self.posted.len());
+        assert!(
+            self.posted.is_empty(),
+            "{} completions stranded",
+            self.posted.len()
+        );
         assert_eq!(self.inflight, 0, "requests never completed");
         assert!(!self.masked, "vector left masked");
         assert_ne!(self.pol.stage(), Stage::Poll, "still polling an idle queue");
         self.out
     }
-
 }
 
 /// The phases of a closed loop of `qd` for `duration`, then idle.
@@ -426,9 +440,14 @@ pub(crate) fn steady(qd: u32, duration: u64) -> Vec<Phase> {
 
 #[test]
 fn dense_stream_is_polled_and_returns_to_interrupts_when_the_load_stops() {
-    let o = Model::new(crate::defaults(), Costs::hardware(), 100 * US, steady(32, 100 * MS))
-        .run(200 * MS)
-        .settled();
+    let o = Model::new(
+        crate::defaults(),
+        Costs::hardware(),
+        100 * US,
+        steady(32, 100 * MS),
+    )
+    .run(200 * MS)
+    .settled();
     assert!(o.poll_share() > 0.9, "poll share {:.3}", o.poll_share());
     assert!(o.irqs_per_io() < 0.1, "IRQ/IO {:.3}", o.irqs_per_io());
     assert_eq!(o.endings.last(), Some(&Ending::Idle));
@@ -442,13 +461,20 @@ fn a_fixed_latency_device_keeps_polling_through_its_clumps() {
     // rest, which must not read as the rate collapsing (no batch would then fit, and every
     // episode would end "stalled").
     for qd in [16, 32] {
-        let costs = Costs { slack_ns: 250 * US, ..Costs::emulator() };
+        let costs = Costs {
+            slack_ns: 250 * US,
+            ..Costs::emulator()
+        };
         let o = Model::new(crate::defaults(), costs, 20 * MS, steady(qd, 30_000 * MS))
             .with_latency_spread(1)
             .run(u64::MAX)
             .settled();
         let stalled = o.endings.iter().filter(|e| **e == Ending::Stalled).count();
-        assert!(o.poll_share() > 0.95, "QD{qd}: poll share {:.3}, {stalled} stalled", o.poll_share());
+        assert!(
+            o.poll_share() > 0.95,
+            "QD{qd}: poll share {:.3}, {stalled} stalled",
+            o.poll_share()
+        );
     }
 }
 
@@ -456,7 +482,10 @@ fn a_fixed_latency_device_keeps_polling_through_its_clumps() {
 fn interrupts_that_arrive_batched_are_left_alone() {
     // Interrupt delivery slow enough (50 us) that each interrupt finds about sixteen
     // completions: a poll within the budget could not do clearly better.
-    let costs = Costs { irq_delivery_ns: 50 * US, ..Costs::hardware() };
+    let costs = Costs {
+        irq_delivery_ns: 50 * US,
+        ..Costs::hardware()
+    };
     let o = Model::new(crate::defaults(), costs, 100 * US, steady(32, 100 * MS))
         .run(200 * MS)
         .settled();
@@ -470,8 +499,14 @@ fn bursts_are_polled_and_the_vector_unmasked_between_them() {
     let mut phases = Vec::new();
     for i in 0..200u64 {
         let base = i * 2300 * US;
-        phases.push(Phase { until: base + 300 * US, drive: Drive::Closed { qd: 32 } });
-        phases.push(Phase { until: base + 2300 * US, drive: Drive::Idle });
+        phases.push(Phase {
+            until: base + 300 * US,
+            drive: Drive::Closed { qd: 32 },
+        });
+        phases.push(Phase {
+            until: base + 2300 * US,
+            drive: Drive::Idle,
+        });
     }
     let o = Model::new(crate::defaults(), Costs::hardware(), 40 * US, phases)
         .run(600 * MS)
@@ -484,7 +519,10 @@ fn bursts_are_polled_and_the_vector_unmasked_between_them() {
 
 #[test]
 fn adaptive_off_is_the_plain_interrupt_path() {
-    let p = Params { enabled: false, ..crate::defaults() };
+    let p = Params {
+        enabled: false,
+        ..crate::defaults()
+    };
     let o = Model::new(p, Costs::hardware(), 100 * US, steady(32, 50 * MS))
         .run(60 * MS)
         .settled();

@@ -9,9 +9,17 @@ use proptest::prelude::*;
 #[derive(Clone, Debug)]
 enum Event {
     /// An interrupt after `dt` ns reaping `reaped`, leaving `inflight`.
-    Irq { dt: u64, reaped: Reaped, inflight: u32 },
+    Irq {
+        dt: u64,
+        reaped: Reaped,
+        inflight: u32,
+    },
     /// The poll timer fires `late` ns after its requested wait.
-    Timer { late: u64, reaped: Reaped, inflight: u32 },
+    Timer {
+        late: u64,
+        reaped: Reaped,
+        inflight: u32,
+    },
     /// A runtime write of the adaptive switch.
     Toggle,
     /// Runtime writes of every parameter at once, to new valid values (the module reads each
@@ -23,7 +31,11 @@ enum Event {
 fn reaped() -> impl Strategy<Value = Reaped> {
     (0u32..64, 0u32..=100, 0u64..10_000_000).prop_map(|(count, timed_percent, latency)| {
         let timed = count * timed_percent / 100;
-        Reaped { count, timed, latency_sum_ns: u64::from(timed) * latency }
+        Reaped {
+            count,
+            timed,
+            latency_sum_ns: u64::from(timed) * latency,
+        }
     })
 }
 

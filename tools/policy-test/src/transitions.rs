@@ -32,7 +32,13 @@ const WAIT: u64 = 10 * US;
 
 /// Feeds interrupts of `reaped` every `every` ns until the policy decides something other than
 /// staying, or a second of them went by. Returns that decision and its time.
-fn sample(pol: &mut Policy, start: u64, every: u64, reaped: Reaped, inflight: u32) -> (Action, u64) {
+fn sample(
+    pol: &mut Policy,
+    start: u64,
+    every: u64,
+    reaped: Reaped,
+    inflight: u32,
+) -> (Action, u64) {
     let p = params();
     let mut now = start;
     loop {
@@ -94,7 +100,16 @@ fn first_episode_waits_for_a_baseline_of_timed_completions() {
 fn untimed_completions_fall_back_to_littles_law() {
     let mut pol = Policy::new();
     // 36 on the device at a 1 us gap: 36 us by Little's law.
-    let (action, _) = sample(&mut pol, 0, EVERY, Reaped { count: 4, ..Reaped::default() }, 32);
+    let (action, _) = sample(
+        &mut pol,
+        0,
+        EVERY,
+        Reaped {
+            count: 4,
+            ..Reaped::default()
+        },
+        32,
+    );
     assert!(matches!(action, Action::StartPolling { .. }), "{action:?}");
     assert_eq!(pol.estimates().latency_ns, 36 * US);
 }
@@ -134,8 +149,19 @@ fn timer_slack_beyond_the_budget_keeps_interrupts() {
     let p = params();
     let (mut pol, now) = polling();
     // The timer fires 12 us late: a poll interval alone exceeds the 5 us budget twice over.
-    let a = pol.on_timer(now + WAIT + 12 * US, 12 * US, timed(22, LATENCY + 11 * US), 24, &p);
-    assert_eq!(a, Action::StopPolling { ending: Ending::Stalled });
+    let a = pol.on_timer(
+        now + WAIT + 12 * US,
+        12 * US,
+        timed(22, LATENCY + 11 * US),
+        24,
+        &p,
+    );
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
     assert_eq!(pol.estimates().slack_ns, 12 * US);
 }
 
@@ -146,7 +172,12 @@ fn a_queue_polls_again_once_the_timer_is_punctual() {
     // One poll 2 ms late (a loaded host) ends the episode: no wait fits the budget.
     let late = now + WAIT + 2_000 * US;
     let a = pol.on_timer(late, 2_000 * US, timed(22, LATENCY), 24, &p);
-    assert!(matches!(a, Action::StopPolling { ending: Ending::Stalled }));
+    assert!(matches!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    ));
     // On interrupts after the backoff nothing measures the timer: its lateness relaxes, and
     // the dense stream is polled again.
     let until = late + pol.backoff_ns();
@@ -191,7 +222,10 @@ fn disabled_policy_never_polls() {
     p.enabled = false;
     let mut pol = Policy::new();
     for i in 0..1000 {
-        assert_eq!(pol.on_irq(i * US, timed(32, LATENCY), 128, &p), Action::Stay);
+        assert_eq!(
+            pol.on_irq(i * US, timed(32, LATENCY), 128, &p),
+            Action::Stay
+        );
     }
     assert_eq!(pol.stage(), Stage::Sample);
 }
@@ -257,7 +291,11 @@ fn a_capped_wait_does_not_wind_up_its_correction() {
         let a = pol.on_timer(now + WAIT + i * 4 * US, 0, timed(4, LATENCY + US), 22, &p);
         assert_eq!(a, Action::Rearm { wait_ns: 4 * US });
     }
-    assert_eq!(pol.estimates().fit_x256, fit, "the cap, not the budget, limits the wait");
+    assert_eq!(
+        pol.estimates().fit_x256,
+        fit,
+        "the cap, not the budget, limits the wait"
+    );
 }
 
 /// Empty polls with `inflight` outstanding until the episode ends.
@@ -290,7 +328,12 @@ fn silence_longer_than_the_work_in_flight_is_a_stall() {
     let p = params();
     let (mut pol, now) = polling();
     let (action, at) = starve(&mut pol, now, 30);
-    assert_eq!(action, Action::StopPolling { ending: Ending::Stalled });
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
     // 40 us of silence, 4 waits: 4 times behind.
     assert_eq!(at, now + 4 * WAIT);
     assert_eq!(pol.stage(), Stage::Backoff);
@@ -304,10 +347,18 @@ fn silence_tolerance_is_capped_for_deep_queues() {
     // 4096 in flight would be 4 ms of work; silence is cut off after 8 latencies (the 1 ms
     // floor before a longer latency is known).
     let (action, at) = starve(&mut pol, now, 4096);
-    assert_eq!(action, Action::StopPolling { ending: Ending::Stalled });
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
     assert_eq!(at, now + 1_010 * US);
     let p = params();
-    assert_eq!(pol.backoff_ns(), (MAX_BEHIND * p.backoff_ns).min(p.backoff_max_ns));
+    assert_eq!(
+        pol.backoff_ns(),
+        (MAX_BEHIND * p.backoff_ns).min(p.backoff_max_ns)
+    );
 }
 
 #[test]
@@ -320,7 +371,12 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
         let (action, t) = sample(&mut pol, now, EVERY, timed(4, LATENCY), 32);
         assert!(matches!(action, Action::StartPolling { .. }));
         let (action, t) = starve(&mut pol, t, 30);
-        assert_eq!(action, Action::StopPolling { ending: Ending::Stalled });
+        assert_eq!(
+            action,
+            Action::StopPolling {
+                ending: Ending::Stalled
+            }
+        );
         backoffs.push(pol.backoff_ns());
         now = t + pol.backoff_ns();
         // The backoff holds until it expires.
@@ -328,7 +384,10 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
         assert_eq!(pol.stage(), Stage::Backoff);
     }
     // 4 behind: 4 ms, then doubling per failure, capped at 10 ms.
-    assert_eq!(backoffs, [4_000, 8_000, 10_000, 10_000, 10_000, 10_000].map(|us| us * US));
+    assert_eq!(
+        backoffs,
+        [4_000, 8_000, 10_000, 10_000, 10_000, 10_000].map(|us| us * US)
+    );
 }
 
 #[test]
@@ -337,7 +396,10 @@ fn backoff_expiry_returns_to_sampling() {
     let (mut pol, now) = polling();
     let (_, t) = starve(&mut pol, now, 30);
     let until = t + pol.backoff_ns();
-    assert_eq!(pol.on_irq(until - 1, timed(4, LATENCY), 32, &p), Action::Stay);
+    assert_eq!(
+        pol.on_irq(until - 1, timed(4, LATENCY), 32, &p),
+        Action::Stay
+    );
     assert_eq!(pol.stage(), Stage::Backoff);
     assert_eq!(pol.on_irq(until, timed(4, LATENCY), 32, &p), Action::Stay);
     assert_eq!(pol.stage(), Stage::Sample);
@@ -368,7 +430,12 @@ fn an_episode_that_paid_off_resets_the_failure_count() {
     assert!(matches!(action, Action::StartPolling { .. }));
     let t = keep_up(&mut pol, t, MIN_PRODUCTIVE_POLLS);
     let (action, _) = starve(&mut pol, t, 30);
-    assert_eq!(action, Action::StopPolling { ending: Ending::Stalled });
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
     assert_eq!(pol.failures(), 0);
 }
 
@@ -381,7 +448,12 @@ fn idle_after_a_good_episode_returns_straight_to_sampling() {
     let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY + WAIT / 2), 0, &p);
     assert!(matches!(a, Action::Rearm { .. }));
     let a = pol.on_timer(now + 2 * WAIT, 0, Reaped::default(), 0, &p);
-    assert_eq!(a, Action::StopPolling { ending: Ending::Idle });
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Idle
+        }
+    );
     assert_eq!(pol.stage(), Stage::Sample);
     assert_eq!(pol.backoff_ns(), 0);
 }
@@ -391,7 +463,12 @@ fn idle_right_after_starting_backs_off() {
     let p = params();
     let (mut pol, now) = polling();
     let a = pol.on_timer(now + WAIT, 0, Reaped::default(), 0, &p);
-    assert_eq!(a, Action::StopPolling { ending: Ending::Idle });
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Idle
+        }
+    );
     assert_eq!(pol.stage(), Stage::Backoff);
     assert_eq!(pol.backoff_ns(), p.backoff_ns);
 }
@@ -403,7 +480,12 @@ fn episode_is_capped_and_resamples_without_backoff() {
     let (mut pol, now) = polling();
     let now = keep_up(&mut pol, now, 15);
     let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY + WAIT / 2), 22, &p);
-    assert_eq!(a, Action::StopPolling { ending: Ending::Capped });
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Capped
+        }
+    );
     assert_eq!(pol.stage(), Stage::Sample);
     assert_eq!(pol.backoff_ns(), 0);
 }
@@ -414,16 +496,27 @@ fn switching_adaptive_off_ends_polling_at_the_next_poll() {
     let (mut pol, now) = polling();
     p.enabled = false;
     let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY), 22, &p);
-    assert_eq!(a, Action::StopPolling { ending: Ending::Disabled });
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Disabled
+        }
+    );
     assert_eq!(pol.stage(), Stage::Sample);
-    assert_eq!(pol.on_irq(now + 20 * US, timed(8, LATENCY), 24, &p), Action::Stay);
+    assert_eq!(
+        pol.on_irq(now + 20 * US, timed(8, LATENCY), 24, &p),
+        Action::Stay
+    );
 }
 
 #[test]
 fn interrupt_while_polling_changes_nothing() {
     let p = params();
     let (mut pol, now) = polling();
-    assert_eq!(pol.on_irq(now + US, timed(4, LATENCY), 32, &p), Action::Stay);
+    assert_eq!(
+        pol.on_irq(now + US, timed(4, LATENCY), 32, &p),
+        Action::Stay
+    );
     assert_eq!(pol.stage(), Stage::Poll);
     let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY + WAIT / 2), 22, &p);
     assert!(matches!(a, Action::Rearm { .. }));
@@ -435,7 +528,9 @@ fn timer_outside_polling_never_leaves_the_vector_masked() {
     let mut pol = Policy::new();
     assert_eq!(
         pol.on_timer(10, 0, Reaped::default(), 0, &p),
-        Action::StopPolling { ending: Ending::Disabled }
+        Action::StopPolling {
+            ending: Ending::Disabled
+        }
     );
     assert_eq!(pol.stage(), Stage::Sample);
 }
@@ -454,20 +549,32 @@ fn poll_waits_respect_the_minimum() {
     // 4 completions every 250 ns after 2 us each: a 62.5 ns gap, a budget of 500 ns; the
     // batch of 8 would take 500 ns, raised to 1 us.
     let (action, _) = sample(&mut pol, 0, 250, timed(4, 2 * US), 256);
-    assert_eq!(action, Action::StartPolling { wait_ns: MIN_WAIT_NS });
+    assert_eq!(
+        action,
+        Action::StartPolling {
+            wait_ns: MIN_WAIT_NS
+        }
+    );
 }
 
 #[test]
 fn param_specs_are_consistent() {
     for spec in PARAM_SPECS {
-        assert!(spec.min <= spec.default && spec.default <= spec.max, "{}", spec.name);
+        assert!(
+            spec.min <= spec.default && spec.default <= spec.max,
+            "{}",
+            spec.name
+        );
         assert!(spec.accepts(spec.default));
         assert!(!spec.accepts(spec.max.wrapping_add(1)) || spec.max == u32::MAX);
         assert!(spec.min == 0 || !spec.accepts(spec.min - 1));
     }
     let d = crate::defaults();
     assert!(d.enabled);
-    assert_eq!(d.max_delay_ns, u64::from(PARAM_SPECS[param::MAX_DELAY_US].default) * 1000);
+    assert_eq!(
+        d.max_delay_ns,
+        u64::from(PARAM_SPECS[param::MAX_DELAY_US].default) * 1000
+    );
     assert!(d.backoff_ns <= d.backoff_max_ns);
     assert!(u64::from(PARAM_SPECS[param::MAX_DELAY_US].min) * 1000 >= MIN_WAIT_NS);
 }
