@@ -316,32 +316,36 @@ queue_irqs() {
 # latency as the budget (under emulation the poll timer fires about a millisecond late).
 FORCE_SWITCHING="sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=10 latency_budget_percent=100"
 
-# verify_switches DISK CTRL EPISODES SECONDS: fio write+verify passes on DISK (1024 random 4 KiB
-# writes each, every block read back and checked; one job on CPU 1 at QD 24) under
-# FORCE_SWITCHING, until controller CTRL has counted EPISODES more poll episodes (each two mode
-# switches: mask, then unmask). Fails on an I/O or verify error, or when SECONDS pass first;
-# puts the parameters back as they were. Prints "N mode switches in P passes, W writes verified".
+# verify_switches DISK CTRL EPISODES SECONDS [FIO_OPTION...]: fio write+verify passes on DISK
+# (random writes, every block read back and checked soon after, one job on CPU 1; each pass 1024
+# 4 KiB writes at QD 24 unless FIO_OPTIONs give other sizes and depth) under FORCE_SWITCHING,
+# until controller CTRL has counted EPISODES more poll episodes (each two mode switches: mask,
+# then unmask). Fails on an I/O or verify error, or when SECONDS pass first; puts the parameters
+# back as they were. Prints "N mode switches in P verified write passes".
 verify_switches() {
+    local disk=$1 ctrl=$2 want=$3 secs=$4
+    shift 4
+    [ $# -gt 0 ] || set -- --bs=4k --iodepth=24 --size=64m --io_size=4m
     vs_saved=$(for kv in $FORCE_SWITCHING; do echo "${kv%%=*}=$(cat "$PARAMS/${kv%%=*}")"; done)
     set_params $FORCE_SWITCHING
-    vs_e0=$(stat_sum "$2" episodes) vs_passes=0 vs_end=$((SECONDS + $4))
-    while [ $(($(stat_sum "$2" episodes) - vs_e0)) -lt "$3" ]; do
+    vs_e0=$(stat_sum "$ctrl" episodes) vs_passes=0 vs_end=$((SECONDS + secs))
+    while [ $(($(stat_sum "$ctrl" episodes) - vs_e0)) -lt "$want" ]; do
         if [ $SECONDS -ge $vs_end ]; then
             set_params $vs_saved
-            fail "only $(($(stat_sum "$2" episodes) - vs_e0)) of $3 episodes after $4 s ($vs_passes passes)"
+            fail "only $(($(stat_sum "$ctrl" episodes) - vs_e0)) of $want episodes after $secs s ($vs_passes passes)"
         fi
         # In a subshell: run_fio's fail must not skip putting the parameters back.
-        if ! (run_fio --name=switches --filename="/dev/$1" --direct=1 --ioengine=io_uring \
-            --rw=randwrite --bs=4k --iodepth=24 --cpus_allowed=1 --size=64m --io_size=4m \
-            --verify=crc32c --verify_backlog=64 --verify_fatal=1 --randrepeat=0); then
+        if ! (run_fio --name=switches --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
+            --rw=randwrite --cpus_allowed=1 --verify=crc32c --verify_backlog=64 --verify_fatal=1 \
+            --randrepeat=0 "$@"); then
             set_params $vs_saved
-            fail "pass $((vs_passes + 1)) failed after $(($(stat_sum "$2" episodes) - vs_e0)) episodes"
+            fail "pass $((vs_passes + 1)) failed after $(($(stat_sum "$ctrl" episodes) - vs_e0)) episodes"
         fi
         vs_passes=$((vs_passes + 1))
     done
-    vs_n=$(($(stat_sum "$2" episodes) - vs_e0))
+    vs_n=$(($(stat_sum "$ctrl" episodes) - vs_e0))
     set_params $vs_saved
-    echo "$((2 * vs_n)) mode switches in $vs_passes passes, $((vs_passes * 1024)) writes verified"
+    echo "$((2 * vs_n)) mode switches in $vs_passes verified write passes"
 }
 
 # Sets SLOW_DISK and SLOW_CTRL for the slow controller (each check runs in a subshell, so every check
