@@ -185,9 +185,14 @@ run_fio() {
         echo "fio exited with $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')"
         return 1
     fi
-    # Terse v3 field 5 is the job's error number.
-    bad=$(awk -F';' '$1 == 3 && $5 != 0 { print $3 ": error " $5 }' "$FIO_OUT")
+    bad=$(fio_errors "$FIO_OUT")
     [ -z "$bad" ] || fail "fio reported errors: $bad"
+}
+
+# fio_errors FILE: the jobs in fio's terse v3 output FILE that ended with an error, one
+# "JOB: error N" each (field 5 is the job's error number); nothing when none did.
+fio_errors() {
+    awk -F';' '$1 == 3 && $5 != 0 { print $3 ": error " $5 }' "$1"
 }
 
 PARAMS=/sys/module/nvme_adaptive/parameters

@@ -138,7 +138,7 @@ reset_under_verify() {
     rc=$?
     [ $rc != 137 ] || fail "fio across resets: still running after 600 s, killed"
     [ $rc = 0 ] || fail "fio failed: $(tail -n 2 /tmp/reset-fio.out)"
-    bad=$(awk -F';' '$1 == 3 && $5 != 0' /tmp/reset-fio.out)
+    bad=$(fio_errors /tmp/reset-fio.out)
     [ -z "$bad" ] || fail "fio error across resets: $bad"
     setups=$(($(dmesg_count "$c: .*default/read/poll queues") - setups))
     [ "$setups" -ge 2 ] || fail "$setups queue setups logged for 2 resets"

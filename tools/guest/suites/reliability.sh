@@ -101,7 +101,7 @@ verify_loop() {
             echo "FAIL pass $n: $(tail -n 2 /tmp/verify-loop.err | tr '\n' ' ')" >>"$3"
             return 1
         fi
-        bad=$(awk -F';' '$1 == 3 && $5 != 0 { print "error " $5 }' /tmp/verify-loop.out)
+        bad=$(fio_errors /tmp/verify-loop.out)
         [ -z "$bad" ] || { echo "FAIL pass $n: $bad" >>"$3"; return 1; }
         echo "pass $n" >>"$3"
     done
@@ -230,7 +230,7 @@ reset_while_polling() {
     rc=$?
     BG_PIDS=
     [ $rc = 0 ] || fail "fio failed after the reset (status $rc): $(tail -n 3 /tmp/reset.err | tr '\n' ' ')"
-    bad=$(awk -F';' '$1 == 3 && $5 != 0 { print "error " $5 }' /tmp/reset.out)
+    bad=$(fio_errors /tmp/reset.out)
     [ -z "$bad" ] || fail "fio reported $bad after the reset"
     r=$(($(stat_sum "$SLOW_CTRL" retries) - retries))
     [ "$r" -gt 0 ] || fail "retries stayed at $retries: the cancelled requests were not issued again"
@@ -401,7 +401,7 @@ two_controllers_at_once() {
         BG_PIDS="$! $lat_pid"
         set -- $(sample_masked "$!" "$STATS/$SLOW_CTRL/$qs" "$STATS/$LAT_CTRL/$ql")
         wait "${BG_PIDS%% *}" || fail "fio verify failed: $(tail -n 3 /tmp/two-ctrls.err | tr '\n' ' ')"
-        bad=$(awk -F';' '$1 == 3 && $5 != 0 { print "error " $5 }' /tmp/two-ctrls.out)
+        bad=$(fio_errors /tmp/two-ctrls.out)
         [ -z "$bad" ] || fail "fio reported $bad"
         kill -0 "$lat_pid" 2>/dev/null || fail "the 20 ms controller's load ended during verify pass $((passes + 1))"
         passes=$((passes + 1)) samples=$((samples + $1)) both=$((both + $2))
