@@ -174,6 +174,7 @@ pub(crate) struct Iod {
 
 /// Maps the common request without the pools: one data segment, no metadata. `again` when
 /// it needs [`map`] (its descriptors come from the pools, whose access costs more).
+#[inline]
 pub(crate) fn map_direct(
     f: &Function,
     sgl_supported: bool,
@@ -229,6 +230,7 @@ pub(crate) fn map(
     Ok(())
 }
 
+#[inline]
 fn sgl_use(supported: bool, rq: &Request<Iod>) -> SglUse {
     if !supported {
         return SglUse::Unsupported;
@@ -285,6 +287,7 @@ fn average_segment(rq: &Request<Iod>) -> u32 {
 }
 
 /// Maps a one-segment request directly (no iterator); `again` when only the iterator can.
+#[inline]
 fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), Status> {
     let seg = rq.first_segment();
     let offset = seg.offset & (PAGE - 1);

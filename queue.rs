@@ -114,10 +114,12 @@ impl ShadowDoorbells {
         (self.values.dma_address(), self.events.dma_address())
     }
 
+    #[inline]
     fn load(buf: &Coherent<[u32]>, index: usize) -> Result<u32> {
         Ok(u32::from_le(io_read!(buf, [try: index])))
     }
 
+    #[inline]
     fn store(buf: &Coherent<[u32]>, index: usize, value: u32) -> Result {
         io_write!(buf, [try: index], value.to_le());
         Ok(())
@@ -125,6 +127,7 @@ impl ShadowDoorbells {
 
     /// Records doorbell `index`'s new `value`; true when the register must be written too
     /// (the controller's event index lies between the old and the new value).
+    #[inline]
     fn update(&self, index: usize, value: u16) -> bool {
         // The queue entries are visible before the doorbell value.
         mb(Write);
@@ -466,6 +469,7 @@ impl Queue {
         mb(Full);
     }
 
+    #[inline]
     pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Relaxed)
     }
@@ -513,6 +517,7 @@ impl Queue {
         }
     }
 
+    #[inline]
     fn clear_aborted(&self, tag: u16) {
         if let Some(a) = self.aborted.get(usize::from(tag)) {
             a.store(false, Relaxed);
@@ -605,10 +610,9 @@ impl Queue {
     /// Submits a prepared request's command (see [`Queue::submit`]).
     fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
         rq.pdu().submitted_ns = self.submission_time();
-        let cmd = *rq.command();
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
-        self.copy_command(&mut sq, &cmd)?;
+        self.copy_command(&mut sq, rq.command())?;
         self.stats.submitted.add(1);
         if retried {
             self.stats.retries.add(1);
@@ -628,8 +632,7 @@ impl Queue {
             let mut any = false;
             while let Some(mut rq) = list.pop() {
                 rq.pdu().submitted_ns = now;
-                let cmd = *rq.command();
-                if self.copy_command(&mut sq, &cmd).is_err() {
+                if self.copy_command(&mut sq, rq.command()).is_err() {
                     list.push(rq);
                     break;
                 }
@@ -650,6 +653,7 @@ impl Queue {
     }
 
     /// The time to record for a submission: only a queue that may poll measures its latency.
+    #[inline]
     fn submission_time(&self) -> u64 {
         if self.own_irq.load(Relaxed) != 0 && params::adaptive() {
             self.now_ns()
@@ -658,6 +662,7 @@ impl Queue {
         }
     }
 
+    #[inline]
     fn copy_command(&self, sq: &mut Sq, cmd: &Command) -> Result<(), Status> {
         let slot = usize::from(sq.tail) * sq.slots_per_entry;
         let ring = sq.ring.as_ref().ok_or_else(Status::ioerr)?;
@@ -667,6 +672,7 @@ impl Queue {
         Ok(())
     }
 
+    #[inline]
     fn write_slot(ring: &Coherent<[Command]>, slot: usize, cmd: &Command) -> Result {
         io_project!(ring, [try: slot]).copy_write(*cmd);
         Ok(())
@@ -674,6 +680,7 @@ impl Queue {
 
     /// Announces the tail if asked, or if the next command would wrap onto the last announced
     /// tail (the controller would see an empty ring).
+    #[inline]
     fn write_sq_doorbell(&self, sq: &mut Sq, ring_now: bool) {
         if !ring_now && next(sq.tail, sq.depth) != sq.last_tail {
             return;
@@ -715,10 +722,12 @@ impl Queue {
         self.cq.lock_with(irqs_off)
     }
 
+    #[inline]
     fn cqe_status(ring: &Coherent<[Completion]>, head: u16) -> Result<u16> {
         Ok(io_read!(ring, [try: usize::from(head)].status))
     }
 
+    #[inline]
     fn read_cqe(ring: &Coherent<[Completion]>, head: u16) -> Result<Completion> {
         Ok(io_project!(ring, [try: usize::from(head)]).copy_read())
     }

@@ -25,6 +25,7 @@ impl Default for Counter {
 }
 
 impl Counter {
+    #[inline]
     pub(crate) fn add(&self, n: u64) {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
@@ -44,6 +45,7 @@ impl Default for Gauge {
 }
 
 impl Gauge {
+    #[inline]
     pub(crate) fn set(&self, v: u64) {
         self.0.store(v, Relaxed);
     }

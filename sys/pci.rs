@@ -209,6 +209,7 @@ impl Regs {
         (&*bar).try_read32(offset)
     }
 
+    #[inline]
     pub(crate) fn write32(&self, offset: usize, value: u32) -> Result {
         let bar = self.bar.try_access().ok_or(ENODEV)?;
         (&*bar).try_write32(value, offset)
