@@ -219,7 +219,7 @@ def parse_log(text):
         elif line.startswith("NVA-BENCH-ERROR "):
             errors.append(line[len("NVA-BENCH-ERROR "):])
         elif line.startswith("NVA-BENCH-BEGIN "):
-            cell = {"meta": parse_kv(line[len("NVA-BENCH-BEGIN "):]), "json": [], "snap": {}}
+            cell = {"meta": parse_kv(line[len("NVA-BENCH-BEGIN "):]), "json": [], "snap": {}, "ksyms": []}
             snap = None
         elif cell is None:
             continue
@@ -230,6 +230,8 @@ def parse_log(text):
             kind, _, rest = line[len("NVA-BENCH-RAW "):].partition(" ")
             if snap is not None and kind in Snapshot.KINDS:
                 snap.add(kind, rest)
+        elif line.startswith("NVA-BENCH-KSYM "):
+            cell["ksyms"].append(line[len("NVA-BENCH-KSYM "):])
         elif line.startswith("NVA-BENCH-END"):
             samples.append(make_sample(cell))
             cell = None
@@ -261,7 +263,9 @@ def make_sample(cell):
         "rate": int(meta.get("rate", 0)),
         "rate_iops": int(meta.get("rate_iops", 0)) or None,
         "tool": meta.get("tool", "fio"),
+        "cell": int(meta["cell"]) if "cell" in meta else None,
         "_raw": "\n".join(cell["json"]) + "\n",
+        "_ksyms": cell["ksyms"],
     }
     before, after = cell["snap"]["before"], cell["snap"]["after"]
     if sample["tool"] == "t-io_uring":

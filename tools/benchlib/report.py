@@ -42,6 +42,9 @@ METRICS = [
     "fio_usr_cpu",
     "fio_sys_cpu",
     "rate_iops",
+    "insns_per_io",
+    "kernel_insns_per_io",
+    "driver_insns_per_io",
 ]
 
 # The precision target: max/min of a cell's repetitions, for IOPS and interrupts per I/O.
@@ -185,6 +188,53 @@ def rate_tables(summary, group):
     return lines
 
 
+def insns_table(summary):
+    """Guest instructions per I/O (tools/bench --insns) of every unthrottled cell: all of them, the
+    kernel's and the driver's, with their spreads and ratios to stock."""
+    keys = [k for k in summary if kind_of(k) != "rate" and "insns_per_io" in summary[k]]
+    if not keys:
+        return []
+    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
+    lines = ["### Guest instructions per I/O (QEMU's count)", "",
+             "| cell | configuration | all (min–max) | spread | × stock | kernel | × stock "
+             "| driver (min–max) | spread | × stock |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3], order.get(k[5], 99))):
+        m = summary[key]
+        a, d = m["insns_per_io"], m["driver_insns_per_io"]
+        lines.append("| %s QD %d, %s, %d ctrl | %s | %s (%s–%s) | %s | %s | %s | %s | %s (%s–%s) | %s | %s |" % (
+            key[0], key[3], matrix.placement_label(key[1]), key[2], LABELS.get(key[5], key[5]),
+            fmt(a["median"]), fmt(a["min"]), fmt(a["max"]), spread(m, "insns_per_io"),
+            fmt(ratio(summary, key, "insns_per_io"), 2), med(m, "kernel_insns_per_io"),
+            fmt(ratio(summary, key, "kernel_insns_per_io"), 2),
+            fmt(d["median"]), fmt(d["min"]), fmt(d["max"]), spread(m, "driver_insns_per_io"),
+            fmt(ratio(summary, key, "driver_insns_per_io"), 2)))
+    return lines + [""]
+
+
+def driver_functions(samples):
+    """Per unthrottled cell, the driver's functions by instructions per I/O (median over the
+    repetitions), each configuration side by side."""
+    cells = {}
+    for s in samples:
+        if s.get("driver_functions") and not s.get("rate"):
+            cells.setdefault(cell_key(s)[:-1], {}).setdefault(s["driver"], []).append(s["driver_functions"])
+    lines = []
+    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
+    for cell in sorted(cells):
+        lines += ["### Driver instructions per I/O by function: %s QD %d, %s, %d ctrl"
+                  % (cell[0], cell[3], matrix.placement_label(cell[1]), cell[2]), "",
+                  "| configuration | function | instructions per I/O |", "|---|---|---:|"]
+        for driver in sorted(cells[cell], key=lambda d: order.get(d, 99)):
+            reps = cells[cell][driver]
+            names = {n for r in reps for n in r}
+            medians = {n: statistics.median([r.get(n, 0.0) for r in reps]) for n in names}
+            for name, v in sorted(medians.items(), key=lambda kv: -kv[1])[:10]:
+                lines.append("| %s | `%s` | %.1f |" % (LABELS.get(driver, driver), name, v))
+        lines.append("")
+    return lines
+
+
 def precision(summary):
     """(cells with repetitions, of those within SPREAD_TARGET for both IOPS and interrupts per I/O,
     the widest IOPS spread, the widest interrupt spread) over the unthrottled cells."""
@@ -201,9 +251,10 @@ def precision(summary):
     return n, ok, worst_iops, worst_irq
 
 
-def markdown(summary):
+def markdown(summary, samples=()):
     """The tables: per (workload, placement, controllers) the queue-depth sweep, the t/io_uring
-    peak cell, and the equal-load latency cells; every configuration with its ratios to stock."""
+    peak cell, and the equal-load latency cells; every configuration with its ratios to stock;
+    with --insns, the instruction counts and the driver's functions."""
     lines = []
     for group in groups(summary, "sweep"):
         lines += sweep_table(summary, group) + [""]
@@ -211,6 +262,7 @@ def markdown(summary):
         lines += peak_table(summary, group) + [""]
     for group in groups(summary, "rate"):
         lines += rate_tables(summary, group)
+    lines += insns_table(summary) + driver_functions(samples)
     n, ok, wi, wq = precision(summary)
     if n:
         lines += ["Spread (max/min − 1 over the repetitions): %d of %d cells within %d%% for both IOPS and "

@@ -116,7 +116,7 @@ class Arguments(unittest.TestCase):
                      ["--device", "01:00.0", "--latency", "200"],
                      ["--device", "01:00.0", "--kernel", "debug"],
                      ["--device", "01:00.0", "--dbcs", "off"], ["--device", "01:00.0", "--pin-vcpus"],
-                     ["--device", "01:00.0", "--icount", "shift=3"],
+                     ["--device", "01:00.0", "--icount", "shift=3"], ["--device", "01:00.0", "--insns"],
                      ["--io-uring", "/usr/bin/true"],
                      ["--placement", "2"], ["--placement", "0+0"], ["--placement", "1,1"], ["--placement", "a"],
                      ["--placement", "1,"], ["--placement", "-1"],
