@@ -172,8 +172,9 @@ pub(crate) struct Iod {
     pub(crate) submitted_ns: u64,
 }
 
-/// Maps the common request without the pools: one data segment, no metadata. `again` when
-/// it needs [`map`] (its descriptors come from the pools, whose access costs more).
+/// Maps the common request, one data segment and no metadata (the caller checked), without
+/// the pools. `again` when it needs [`map`] (its descriptors come from the pools, whose access
+/// costs more).
 #[inline]
 pub(crate) fn map_direct(
     f: &Function,
@@ -181,10 +182,7 @@ pub(crate) fn map_direct(
     io_queue: bool,
     rq: &mut Request<Iod>,
 ) -> Result<(), Status> {
-    if rq.nr_phys_segments() != 1 || rq.has_integrity() {
-        return Err(Status::again());
-    }
-    let sgl = sgl_use(sgl_supported && io_queue, rq);
+    let sgl = sgl_use(sgl_supported && io_queue, false, rq);
     map_single(f, sgl, rq)
 }
 
@@ -217,11 +215,12 @@ pub(crate) fn map(
     io_queue: bool,
     rq: &mut Request<Iod>,
 ) -> Result<(), Status> {
+    let integrity = rq.has_integrity();
     if rq.nr_phys_segments() > 0 {
-        let sgl = sgl_use(sgl_supported && io_queue, rq);
+        let sgl = sgl_use(sgl_supported && io_queue, integrity, rq);
         map_data(f, pools, sgl, rq)?;
     }
-    if rq.has_integrity() {
+    if integrity {
         if let Err(e) = map_meta(f, pools, meta_sgl_supported, rq) {
             unmap(f, pools, rq);
             return Err(e);
@@ -230,14 +229,18 @@ pub(crate) fn map(
     Ok(())
 }
 
+/// How the data of a request, with metadata if `integrity`, may or must use an SGL.
 #[inline]
-fn sgl_use(supported: bool, rq: &Request<Iod>) -> SglUse {
+fn sgl_use(supported: bool, integrity: bool, rq: &Request<Iod>) -> SglUse {
     if !supported {
         return SglUse::Unsupported;
     }
     // Gaps a PRP list cannot describe, user commands (an SGL lets the controller check the
     // transfer length) and several integrity segments all need an SGL.
-    if rq.has_gaps_within_page() || rq.is_user_command() || rq.nr_integrity_segments() > 1 {
+    if rq.has_gaps_within_page()
+        || rq.is_user_command()
+        || (integrity && rq.nr_integrity_segments() > 1)
+    {
         SglUse::Forced
     } else {
         SglUse::Supported

@@ -543,10 +543,17 @@ impl Queue {
         rq.init_pdu();
         self.clear_aborted(rq.tag());
         rq.setup_command()?;
-        if rq.nr_phys_segments() > 0 || rq.has_integrity() {
+        let segments = rq.nr_phys_segments();
+        let integrity = rq.has_integrity();
+        if segments > 0 || integrity {
             let hw = &*self.hw;
             let io_queue = self.qid != 0;
-            let mapped = match mapping::map_direct(&hw.pci, hw.sgl_supported(), io_queue, rq) {
+            let direct = if segments == 1 && !integrity {
+                mapping::map_direct(&hw.pci, hw.sgl_supported(), io_queue, rq)
+            } else {
+                Err(Status::again())
+            };
+            let mapped = match direct {
                 Err(e) if e == Status::again() => hw
                     .pools
                     .with(|pools| {
