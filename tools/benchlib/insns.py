@@ -11,14 +11,6 @@ nvme_adaptive for ours) plus, for ours, the Rust kernel crate and C helpers it r
 import bisect
 import os
 
-DRIVER_MODULE = {
-    "stock": "nvme",
-    "stock-poll": "nvme",
-    "adaptive-off": "nvme_adaptive",
-    "adaptive-on": "nvme_adaptive",
-    "adaptive-poll": "nvme_adaptive",
-}
-
 # Guest user space lies below this address, the kernel above.
 KERNEL_START = 0xFFFF800000000000
 
@@ -117,10 +109,15 @@ def short_name(symbol):
     return "::".join(idents[1:]) or symbol
 
 
-def is_driver(name, module, driver_module):
+def driver_module(driver):
+    """The transport module of a configuration: the stock ones run nvme, the others ours."""
+    return "nvme" if driver.startswith("stock") else "nvme_adaptive"
+
+
+def is_driver(name, module, transport):
     if module is not None:
-        return module == driver_module
-    return driver_module == "nvme_adaptive" and (name.startswith("_R") or name.startswith("rust_helper_"))
+        return module == transport
+    return transport == "nvme_adaptive" and (name.startswith("_R") or name.startswith("rust_helper_"))
 
 
 def figures(counts, symbols, driver, ios):
@@ -128,7 +125,7 @@ def figures(counts, symbols, driver, ios):
     that ran the most."""
     if ios <= 0:
         raise Error("no I/O to divide by")
-    driver_module = DRIVER_MODULE[driver]
+    transport = driver_module(driver)
     total = kernel = in_driver = 0
     functions = {}
     for pc, n in counts:
@@ -137,7 +134,7 @@ def figures(counts, symbols, driver, ios):
             continue
         kernel += n
         name, module = symbols.lookup(pc)
-        if is_driver(name, module, driver_module):
+        if is_driver(name, module, transport):
             in_driver += n
             functions[short_name(name)] = functions.get(short_name(name), 0) + n
     top = sorted(functions.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]

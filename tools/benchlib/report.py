@@ -22,6 +22,16 @@ LABELS = {
 # Drivers in the order tables and plots show them, with their labels.
 DRIVERS = [(d, LABELS[d]) for d in matrix.DRIVERS]
 
+
+def driver_rank(driver):
+    """A driver's place in that order (unknown ones last)."""
+    return matrix.DRIVERS.index(driver) if driver in matrix.DRIVERS else len(matrix.DRIVERS)
+
+
+def cell_order(key):
+    """Sort key of a cell across groups: workload, placement, controllers, QD, then driver."""
+    return key[0], key[1], key[2], key[3], driver_rank(key[5])
+
 # Figures aggregated per cell.
 METRICS = [
     "iops",
@@ -123,8 +133,7 @@ def group_title(workload, cpus, ctrls):
 def rows(summary, group, kind):
     """(key, label, figures) of every driver of a group's cells of one kind, by QD and rate."""
     keys = sorted(k for k in summary if k[:3] == group and kind_of(k) == kind)
-    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
-    for key in sorted(keys, key=lambda k: (k[3], k[4], order.get(k[5], 99))):
+    for key in sorted(keys, key=lambda k: (k[3], k[4], driver_rank(k[5]))):
         yield key, LABELS.get(key[5], key[5]), summary[key]
 
 
@@ -194,12 +203,11 @@ def insns_table(summary):
     keys = [k for k in summary if kind_of(k) != "rate" and "insns_per_io" in summary[k]]
     if not keys:
         return []
-    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
     lines = ["### Guest instructions per I/O (QEMU's count)", "",
              "| cell | configuration | all (min–max) | spread | × stock | kernel | × stock "
              "| driver (min–max) | spread | × stock |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for key in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3], order.get(k[5], 99))):
+    for key in sorted(keys, key=cell_order):
         m = summary[key]
         a, d = m["insns_per_io"], m["driver_insns_per_io"]
         lines.append("| %s QD %d, %s, %d ctrl | %s | %s (%s–%s) | %s | %s | %s | %s | %s (%s–%s) | %s | %s |" % (
@@ -220,12 +228,11 @@ def driver_functions(samples):
         if s.get("driver_functions") and not s.get("rate"):
             cells.setdefault(cell_key(s)[:-1], {}).setdefault(s["driver"], []).append(s["driver_functions"])
     lines = []
-    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
     for cell in sorted(cells):
         lines += ["### Driver instructions per I/O by function: %s QD %d, %s, %d ctrl"
                   % (cell[0], cell[3], matrix.placement_label(cell[1]), cell[2]), "",
                   "| configuration | function | instructions per I/O |", "|---|---|---:|"]
-        for driver in sorted(cells[cell], key=lambda d: order.get(d, 99)):
+        for driver in sorted(cells[cell], key=driver_rank):
             reps = cells[cell][driver]
             names = {n for r in reps for n in r}
             medians = {n: statistics.median([r.get(n, 0.0) for r in reps]) for n in names}
@@ -278,11 +285,10 @@ def comparison(runs):
     keys = set()
     for _, summary in runs:
         keys |= {k for k in summary if kind_of(k) != "rate" and k[5] != "stock"}
-    order = {d: i for i, (d, _) in enumerate(DRIVERS)}
     head = "| cell | configuration | " + " | ".join("%s: IOPS × stock (spread) | all IRQ/IO × stock" % label
                                                    for label, _ in runs) + " |"
     lines = ["### Ratios to stock nvme, per run", "", head, "|---|---|" + "---:|---:|" * len(runs)]
-    for key in sorted(keys, key=lambda k: (k[0], k[1], k[2], k[3], order.get(k[5], 99))):
+    for key in sorted(keys, key=cell_order):
         cell = "%s QD %d, %s, %d ctrl" % (key[0], key[3], matrix.placement_label(key[1]), key[2])
         figures = []
         for _, summary in runs:
