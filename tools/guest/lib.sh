@@ -142,14 +142,51 @@ ctrl_of() {
     [ -n "${2:-}" ] && echo "${2%n*}"
 }
 
+# stuck_report WHAT: what a load that does not finish leaves to look at, written to the console
+# log (a check's own output is only its result line): each NVMe disk's busy hardware contexts in
+# blk-mq (state, requests waiting for dispatch, requests the driver holds), every nvme_adaptive
+# queue's counters, where each fio and io_uring worker thread waits and the state of the rings.
+stuck_report() {
+    local f t c
+    {
+        echo "NVA-STUCK-BEGIN $1"
+        for f in /sys/kernel/debug/block/nvme*/hctx*; do
+            [ -n "$(cat "$f/busy" "$f/dispatch" "$f"/cpu*/default_rq_list 2>/dev/null)" ] || continue
+            echo "== $f: state $(cat "$f/state"), active $(cat "$f/active"), $(grep -o 'busy=[0-9]*' "$f/tags") tags"
+            sed 's/^/  dispatch: /' "$f/dispatch"
+            sed 's/^/  busy: /' "$f/busy"
+            for c in "$f"/cpu*/default_rq_list; do
+                sed "s|^|  ${c#$f/}: |" "$c"
+            done
+        done
+        for c in "$STATS"/*/; do
+            for f in $(c=${c%/} && queue_files "${c##*/}"); do
+                echo "== $f: $(tr '\n' ' ' <"$f")"
+            done
+        done
+        for t in /proc/[0-9]*/task/*; do
+            case "$(cat "$t/comm" 2>/dev/null)" in fio | iou-*) ;; *) continue ;; esac
+            echo "== $(cat "$t/comm") thread ${t##*/}: $(cut -d' ' -f3 "$t/stat")"
+            sed 's/^/  /' "$t/stack" 2>/dev/null
+        done
+        # Each fio ring's heads and tails: whether completions were posted and not taken.
+        for f in /proc/[0-9]*/fd/*; do
+            [ "$(readlink "$f")" = "anon_inode:[io_uring]" ] || continue
+            echo "== io_uring ${f#/proc/}: $(head -n 12 "${f%/fd/*}/fdinfo/${f##*/}" | tr '\n' ' ')"
+        done
+        echo "NVA-STUCK-END $1"
+    } >/dev/console 2>&1
+}
+
 # limit SECONDS WHAT COMMAND...: runs COMMAND, killed with SIGKILL after SECONDS (coreutils
-# timeout then exits 137). A kill fails the check, naming WHAT; otherwise COMMAND's status.
+# timeout then exits 137). A kill fails the check, naming WHAT, after a stuck_report;
+# otherwise COMMAND's status.
 limit() {
     secs=$1 what=$2
     shift 2
     timeout -s KILL "$secs" "$@"
     rc=$?
-    [ $rc != 137 ] || fail "$what: still running after $secs s, killed"
+    [ $rc != 137 ] || { stuck_report "$what"; fail "$what: still running after $secs s, killed"; }
     return $rc
 }
 

@@ -40,7 +40,11 @@ cleanup() {
 reap() {
     local end=$((SECONDS + $2))
     while kill -0 "$1" 2>/dev/null; do
-        [ $SECONDS -lt $end ] || { kill -9 "$1"; fail "$3: still running after $2 s, killed"; }
+        [ $SECONDS -lt $end ] || {
+            stuck_report "$3"
+            kill -9 "$1"
+            fail "$3: still running after $2 s, killed"
+        }
         nap 0.2
     done
     wait "$1"
