@@ -32,6 +32,7 @@ def cell_order(key):
     """Sort key of a cell across groups: workload, placement, controllers, QD, then driver."""
     return key[0], key[1], key[2], key[3], driver_rank(key[5])
 
+
 # Figures aggregated per cell.
 METRICS = [
     "iops",

@@ -178,16 +178,34 @@ stuck_report() {
     } >/dev/console 2>&1
 }
 
+# killed WHAT SECONDS [PID]: fails the check for WHAT, still running after SECONDS, after a
+# stuck_report (taken before PID, if given, is killed).
+killed() {
+    stuck_report "$1"
+    [ -z "${3:-}" ] || kill -9 "$3"
+    fail "$1: still running after $2 s, killed"
+}
+
 # limit SECONDS WHAT COMMAND...: runs COMMAND, killed with SIGKILL after SECONDS (coreutils
-# timeout then exits 137). A kill fails the check, naming WHAT, after a stuck_report;
-# otherwise COMMAND's status.
+# timeout then exits 137). A kill fails the check (killed WHAT); otherwise COMMAND's status.
 limit() {
     secs=$1 what=$2
     shift 2
     timeout -s KILL "$secs" "$@"
     rc=$?
-    [ $rc != 137 ] || { stuck_report "$what"; fail "$what: still running after $secs s, killed"; }
+    [ $rc != 137 ] || killed "$what" "$secs"
     return $rc
+}
+
+# reap PID SECONDS WHAT: waits at most SECONDS for background PID, then returns its exit status;
+# kills it and fails the check (killed WHAT) if it is still running.
+reap() {
+    local end=$((SECONDS + $2))
+    while kill -0 "$1" 2>/dev/null; do
+        [ $SECONDS -lt $end ] || killed "$3" "$2" "$1"
+        nap 0.2
+    done
+    wait "$1" 2>/dev/null
 }
 
 # Lines of the kernel log matching the basic regular expression $1 (compare counts taken before
@@ -217,7 +235,7 @@ FIO_OUT=/tmp/fio.out
 run_fio() {
     timeout -s KILL 900 fio --output-format=terse --terse-version=3 "$@" >"$FIO_OUT" 2>/tmp/fio.err
     rc=$?
-    [ $rc != 137 ] || fail "fio still running after 900 s, killed"
+    [ $rc != 137 ] || killed fio 900
     if [ $rc != 0 ]; then
         echo "fio exited with $rc: $(tail -n 3 /tmp/fio.err | tr '\n' ' ')"
         return 1
@@ -259,13 +277,16 @@ start_background_io() {
     wait_for 60 has_inflight "$1" || { kill "$FIO_PID"; fail "fio never had I/O in flight"; }
 }
 
-# reap_background_io SECONDS: waits that long at most for the background fio to end (it fails
-# once its disk is gone or dead). A loop in the shell that started it, which reaps it.
+# reap_background_io SECONDS: waits for the background fio to end (it fails once its disk is
+# gone or dead), whatever its exit status. Called by the shell that started it. SECONDS counts
+# ticks of 0.1 s sleeps, each longer on a slow guest: a controller that comes back lets fio run
+# out its time, which the ticks have covered on the debug kernel (reap's wall-clock deadline did
+# not).
 reap_background_io() {
     i=0
     while kill -0 "$FIO_PID" 2>/dev/null; do
         i=$((i + 1))
-        [ $i -lt $(($1 * 10)) ] || { kill -9 "$FIO_PID"; fail "fio still running after $1 s"; }
+        [ $i -lt $(($1 * 10)) ] || killed fio "$1" "$FIO_PID"
         sleep 0.1
     done
     wait "$FIO_PID" 2>/dev/null

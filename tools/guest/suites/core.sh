@@ -136,7 +136,7 @@ reset_under_verify() {
     done
     wait $pid
     rc=$?
-    [ $rc != 137 ] || fail "fio across resets: still running after 600 s, killed"
+    [ $rc != 137 ] || killed "fio across resets" 600
     [ $rc = 0 ] || fail "fio failed: $(tail -n 2 /tmp/reset-fio.out)"
     bad=$(fio_errors /tmp/reset-fio.out)
     [ -z "$bad" ] || fail "fio error across resets: $bad"

@@ -35,21 +35,6 @@ cleanup() {
     wait 2>/dev/null
 }
 
-# reap PID SECONDS WHAT: waits at most SECONDS for background PID, then returns its exit status;
-# fails the check, naming WHAT, if it is still running (killed).
-reap() {
-    local end=$((SECONDS + $2))
-    while kill -0 "$1" 2>/dev/null; do
-        [ $SECONDS -lt $end ] || {
-            stuck_report "$3"
-            kill -9 "$1"
-            fail "$3: still running after $2 s, killed"
-        }
-        nap 0.2
-    done
-    wait "$1"
-}
-
 # wait_masked QFILE SECONDS: waits (without forking) until the queue's vector is masked, i.e.
 # the queue polls; fails (status 1) after SECONDS.
 wait_masked() {
