@@ -182,8 +182,20 @@ stuck_report() {
 # stuck_report (taken before PID, if given, is killed).
 killed() {
     stuck_report "$1"
-    [ -z "${3:-}" ] || kill -9 "$3"
+    [ -z "${3:-}" ] || kill_tree "$3"
     fail "$1: still running after $2 s, killed"
+}
+
+# kill_tree PID: SIGKILLs PID and every process below it, so that a killed background loop
+# leaves no fio behind to load the checks after it. PID is stopped first: it cannot start
+# another child while its children go.
+kill_tree() {
+    local child
+    kill -STOP "$1" 2>/dev/null
+    for child in $(pgrep -P "$1"); do
+        kill_tree "$child"
+    done
+    kill -9 "$1" 2>/dev/null
 }
 
 # limit SECONDS WHAT COMMAND...: runs COMMAND, killed with SIGKILL after SECONDS (coreutils
