@@ -33,7 +33,7 @@ use crate::{
     params::{self, PolicyParams},
     policy::{Policy, Reaped},
     regs::Doorbells,
-    stats::{CqTallies, QueueStats, Tally},
+    stats::QueueStats,
     sys::{
         blk::{Batch, LocalRqList, Request, Status, Tags},
         dma::Unbindable,
@@ -159,8 +159,6 @@ struct Sq {
     last_tail: u16,
     doorbell: usize,
     shadow: Option<Shadow>,
-    /// Commands placed on the ring (the statistics' `submitted`).
-    submitted: Tally,
 }
 
 /// Adaptive polling's state, kept under the CQ lock.
@@ -207,7 +205,6 @@ pub(crate) struct Cq {
     phase: u16,
     doorbell: usize,
     shadow: Option<Shadow>,
-    pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
 
@@ -272,7 +269,6 @@ impl Queue {
                     last_tail: 0,
                     doorbell: 0,
                     shadow: None,
-                    submitted: Tally::default(),
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: None,
@@ -281,7 +277,6 @@ impl Queue {
                     phase: 1,
                     doorbell: 0,
                     shadow: None,
-                    tallies: CqTallies::default(),
                     adaptive: Adaptive {
                         policy: Policy::new(),
                         params: PolicyParams::new(),
@@ -614,7 +609,7 @@ impl Queue {
     pub(crate) fn submit(&self, cmd: &Command, ring_now: bool) -> Result<(), Status> {
         let mut sq = self.sq.lock();
         self.copy_command(&mut sq, cmd)?;
-        sq.submitted.add(1, &self.stats.submitted);
+        self.stats.submitted.add(1);
         self.write_sq_doorbell(&mut sq, ring_now);
         Ok(())
     }
@@ -625,7 +620,7 @@ impl Queue {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
         self.copy_command(&mut sq, rq.command())?;
-        sq.submitted.add(1, &self.stats.submitted);
+        self.stats.submitted.add(1);
         if retried {
             self.stats.retries.add(1);
         }
@@ -648,7 +643,7 @@ impl Queue {
                     list.push(rq);
                     break;
                 }
-                sq.submitted.add(1, &self.stats.submitted);
+                self.stats.submitted.add(1);
                 if rq.retries() > 0 {
                     self.stats.retries.add(1);
                 }
@@ -763,7 +758,6 @@ impl Queue {
             doorbell,
             shadow,
             adaptive,
-            tallies: _,
         } = cq;
         adaptive.timed = 0;
         adaptive.submitted_sum_ns = 0;
