@@ -13,6 +13,17 @@ NVA_LLVM=-19
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 
+# hold_lock FILE: takes an exclusive lock on FILE for the rest of this process (fd 9), waiting,
+# and saying so, while another process holds it: two tools started together must not build into
+# the same cache directory at once.
+hold_lock() {
+    exec 9>"$1"
+    if ! flock -n 9; then
+        say "$1 is held by another run; waiting for it"
+        flock 9
+    fi
+}
+
 need_root() {
     [ "$(id -u)" = 0 ] || die "must run as root (it uses chroot, mounts and /dev/kvm); try: sudo $0 $*"
 }
