@@ -177,7 +177,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         unit: "us",
         default: 10000,
         min: 5,
-        max: 10000,
+        max: 100_000,
         description: "cap on any wait between two polls",
     },
     ParamSpec {

@@ -23,7 +23,7 @@ accepted_at_load() {
 runtime_writes() {
     echo 250 >$PARAMS/max_delay_us || fail "valid write refused"
     [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value not updated"
-    want='invalid max_delay_us=.*must be 5 to 10000 (us)'
+    want='invalid max_delay_us=.*must be 5 to 100000 (us)'
     before=$(dmesg_count "$want")
     (echo 0 >$PARAMS/max_delay_us) 2>/dev/null && fail "max_delay_us=0 accepted"
     [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value changed by a refused write"
@@ -155,7 +155,7 @@ poll_queue_serves_hipri() {
     ! grep -q "${ctrl}q3" /proc/interrupts || fail "poll queue has an interrupt"
 }
 
-check rejects-max-delay rejected_at_load max_delay_us=0 "5 to 10000 (us)"
+check rejects-max-delay rejected_at_load max_delay_us=0 "5 to 100000 (us)"
 check rejects-queue-depth rejected_at_load io_queue_depth=5000 "2 to 4095 (entries)"
 check rejects-adaptive rejected_at_load adaptive=2 "0 to 1 (bool)"
 check rejects-garbage rejected_at_load sample_size=many "8 to 65536 (completions)"

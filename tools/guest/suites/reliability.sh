@@ -6,7 +6,7 @@
 # verify throughout; loads are sized by I/O count.
 
 # The adaptive parameters with their ranges (policy.rs PARAM_SPECS, params.rst).
-PARAM_RANGES="adaptive:0:1 sample_size:8:65536 target_batch:2:1024 max_delay_us:5:10000
+PARAM_RANGES="adaptive:0:1 sample_size:8:65536 target_batch:2:1024 max_delay_us:5:100000
 latency_budget_percent:1:100 backoff_us:10:1000000 backoff_max_us:10:60000000 backoff_growth:1:16
 episode_polls:2:10000000"
 # Long episodes, entered as soon as a poll fits, with the whole device latency as the budget:
