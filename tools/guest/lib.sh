@@ -387,9 +387,11 @@ queue_irqs() {
 }
 
 # Parameters under which a queue of the slow controller switches modes as often as it can: a
-# decision every 8 completions, episodes of two polls, a 10 us backoff, and the whole device
-# latency as the budget (under emulation the poll timer fires about a millisecond late).
-FORCE_SWITCHING="sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=10 latency_budget_percent=100"
+# decision every 8 completions, episodes of two polls, a 10 us backoff, the whole device latency
+# as the budget (under emulation the poll timer fires about a millisecond late), and waits of up
+# to 100 ms: on the debug kernel the guest's CPU limits a queue to about 200 I/Os a second, too
+# few for the default 10 ms cap to collect the two completions a poll needs.
+FORCE_SWITCHING="sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=10 latency_budget_percent=100 max_delay_us=100000"
 
 # verify_switches DISK CTRL EPISODES SECONDS [FIO_OPTION...]: fio write+verify passes on DISK
 # (random writes, every block read back and checked soon after, one job on CPU 1; each pass 1024
