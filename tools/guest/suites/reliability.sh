@@ -79,11 +79,13 @@ setup_reliability() {
 
 # fio write+verify passes on DISK, one after the other, until STOPFILE exists: passes are sized
 # by I/O count (each complete and verified), so the load covers however long the hotplug takes.
-# Appends "pass N" or "FAIL ..." to LOG.
+# Appends "pass N" or "FAIL ..." to LOG. With CPUFILE, each pass starts on the CPU it names when
+# that CPU is online (taking a CPU offline unpins the tasks on it, this loop included).
 verify_loop() {
     n=0
     while [ ! -e "$2" ]; do
         n=$((n + 1))
+        [ -s "${4:-}" ] && taskset -p -c "$(cat "$4")" $BASHPID >/dev/null 2>&1
         if ! fio --name=hotplug --thread --filename="/dev/$1" --direct=1 --ioengine=io_uring \
             --rw=randwrite --bs=4k --iodepth=24 --size=64m --io_size=2m --verify=crc32c \
             --verify_backlog=32 --verify_fatal=1 --randrepeat=0 --output-format=terse \
@@ -117,17 +119,18 @@ cpu_hotplug_while_polling() {
     fixed=
     [ -e /sys/devices/system/cpu/cpu0/online ] || fixed="CPU 0 cannot go offline (no online file); "
     set_params $FORCE_POLLING
-    log=/tmp/hotplug-verify.log stop=/tmp/hotplug-verify.stop
-    rm -f "$log" "$stop"
-    verify_loop "$SLOW_DISK" "$stop" "$log" &
+    log=/tmp/hotplug-verify.log stop=/tmp/hotplug-verify.stop on=/tmp/hotplug-verify.cpu
+    rm -f "$log" "$stop" "$on"
+    verify_loop "$SLOW_DISK" "$stop" "$log" "$on" &
     BG_PIDS=$!
     d0=$(stat_sum "$SLOW_CTRL" ended_disabled)
     summary=
     for cpu in $cpus; do
         q=$(queue_of_cpu "$SLOW_DISK" "$cpu") || fail "no queue serves CPU $cpu"
+        echo "$cpu" >"$on"
         polling=0 ended=0
         for i in $(seq 1 $HOTPLUG_CYCLES); do
-            # The submitting fio thread back on this CPU (an offline CPU drops it from the mask).
+            # The running pass back on this CPU (later passes start there).
             pid=$(pgrep -x fio | head -n 1)
             [ -n "$pid" ] && taskset -a -p -c "$cpu" "$pid" >/dev/null 2>&1
             wait_masked "$STATS/$SLOW_CTRL/$q" 30 && polling=$((polling + 1))
