@@ -575,6 +575,36 @@ queue_depth_exhaustion() {
     echo "2048 writes at QD 128 on 1 tag per queue, verified"
 }
 
+# --- Teardown while polling -------------------------------------------------------------------
+
+# The slow controller unbound while the queue of CPU 1 polls under reads (the adaptive suite
+# does this with the defaults on the plain kernel; here the debug kernel watches the teardown):
+# the unbind finishes, the load ends, no interrupt of the controller is left, and it binds again
+# and reads.
+unbind_while_polling() {
+    slow || return 1
+    trap cleanup EXIT
+    q=$(queue_of_cpu "$SLOW_DISK" 1) || fail "no queue serves CPU 1"
+    set_params $FORCE_POLLING
+    fio --name=unbind --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
+        --bs=4k --iodepth=32 --cpus_allowed=1 --size=64m --time_based --runtime=600 \
+        >/dev/null 2>&1 &
+    BG_PIDS=$!
+    wait_masked "$STATS/$SLOW_CTRL/$q" 60 || fail "$q never polled under the load"
+    unbind_adaptive "$CTRL_SLOW" || fail "unbind hung with $q polling"
+    # The disk is gone: fio's reads fail and it exits (its status does not matter).
+    reap "$BG_PIDS" 60 "the load on the unbound disk"
+    BG_PIDS=
+    ! grep -q "${SLOW_CTRL}q" /proc/interrupts ||
+        fail "interrupts left after unbind: $(grep "${SLOW_CTRL}q" /proc/interrupts | tr -s ' ')"
+    for kv in $(defaults); do set_params "$kv"; done
+    to_adaptive "$CTRL_SLOW" || fail "rebind failed"
+    slow || return 1
+    run_fio --name=after-unbind --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
+        --rw=randread --bs=4k --iodepth=8 --size=64m --io_size=256k || return 1
+    echo "unbound with $q polling; bound again as $SLOW_CTRL, 64 reads"
+}
+
 # No controller counted a bad completion but the four injected on the file controller.
 no_bad_completions() {
     for c in "$CTRL_SLOW" "$CTRL_LAT" "$CTRL_MULTI" "$CTRL_FILE"; do
@@ -600,3 +630,4 @@ check mixed-rw-bsrange-switching mixed_rw_bsrange
 check switch-soak-slice switch_soak_slice
 check no-bad-completions no_bad_completions
 check queue-depth-exhaustion queue_depth_exhaustion
+check unbind-while-polling unbind_while_polling
