@@ -46,7 +46,7 @@ CTRL_FILE=0000:00:05.0   # raw file backend: data survives, for integrity checks
 CTRL_MULTI=0000:00:06.0  # namespaces: 1 with 512 B blocks, 2 with 4 KiB, 3 with a bad sector,
                          # 4 with protection information, 5 for Format NVM, 6 failing
                          # writes at 1 MiB, discards at 2 MiB and its first flush
-CTRL_SLOW=0000:00:07.0   # file backend throttled (2000 commands/s, 300 on the debug kernel)
+CTRL_SLOW=0000:00:07.0   # file backend throttled (2000 commands/s, 100 on the debug kernel)
 CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root port)
 CTRL_SUBSYS=0000:00:09.0 # in an NVM subsystem: namespace 1 attached, namespace 2 detached
 CTRL_LAT=0000:00:0a.0    # null-co backend with a fixed 20 ms latency

@@ -76,8 +76,8 @@ dense_polls() {
 }
 
 # Only on the 20 ms controller: the throttled slow one's latency is not the device's own but its
-# queue's (on the debug kernel's 300 commands/s, 107 ms at QD 32 while polling against 37 ms
-# measured on interrupts), so the policy reads polling as adding three times its budget and
+# queue's (measured at 300 commands/s on the debug kernel: 107 ms at QD 32 while polling against
+# 37 ms on interrupts), so the policy reads polling as adding three times its budget and
 # rightly backs off.
 dense_queue_polls_at_20ms() {
     lat || return 1
