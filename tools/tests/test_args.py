@@ -110,7 +110,7 @@ class Arguments(unittest.TestCase):
 
     def test_bad_values_are_usage_errors(self):
         for argv in (["--qd", "0"], ["--qd", "x"], ["--reps", "0"], ["--runtime", "4000"], ["--workloads", "seqread"], ["--drivers", "stock,spdk"],
-                     ["--params", "target_batch=1"], ["--params", "max_delay_us=10001"], ["--params", "nosuch=1"],
+                     ["--params", "target_batch=1"], ["--params", "max_delay_us=100001"], ["--params", "nosuch=1"],
                      ["--params", "target_batch"], ["--params", "target_batch=-3"], ["--device", "01:00"],
                      ["--device", "01:00.0", "--device", "0000:01:00.0"], ["--latency", "-1"], ["--latency", "0,x"], ["--latency", "200,200"],
                      ["--device", "01:00.0", "--latency", "200"],
