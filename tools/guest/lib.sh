@@ -386,12 +386,16 @@ queue_irqs() {
         END { print s + 0 }' /proc/interrupts
 }
 
-# Parameters under which a queue of the slow controller switches modes as often as it can: a
-# decision every 8 completions, episodes of two polls, a 10 us backoff, the whole device latency
-# as the budget (under emulation the poll timer fires about a millisecond late), and waits of up
-# to 100 ms: on the debug kernel the guest's CPU limits a queue to about 200 I/Os a second, too
-# few for the default 10 ms cap to collect the two completions a poll needs.
-FORCE_SWITCHING="sample_size=8 target_batch=2 episode_polls=2 backoff_us=10 backoff_max_us=10 latency_budget_percent=100 max_delay_us=100000"
+# Parameters under which a queue polls whenever a poll fits: a decision every 8 completions, a
+# 10 us backoff, the whole device latency as the budget (under emulation the poll timer fires
+# about a millisecond late), and waits of up to 100 ms: on the debug kernel the guest's CPU
+# limits a queue to about 200 I/Os a second, too few for the default 10 ms cap to collect the
+# two completions a poll needs. The slow and the 20 ms controller poll most of the time under
+# load.
+FORCE_POLLING="sample_size=8 backoff_us=10 backoff_max_us=10 latency_budget_percent=100 max_delay_us=100000"
+# The same, with episodes of two polls of two completions each: a queue of the slow controller
+# switches modes as often as it can.
+FORCE_SWITCHING="$FORCE_POLLING target_batch=2 episode_polls=2"
 
 # verify_switches DISK CTRL EPISODES SECONDS [FIO_OPTION...]: fio write+verify passes on DISK
 # (random writes, every block read back and checked soon after, one job on CPU 1; each pass 1024

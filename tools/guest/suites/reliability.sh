@@ -9,10 +9,6 @@
 PARAM_RANGES="adaptive:0:1 sample_size:8:65536 target_batch:2:1024 max_delay_us:5:100000
 latency_budget_percent:1:100 backoff_us:10:1000000 backoff_max_us:10:60000000 backoff_growth:1:16
 episode_polls:2:10000000"
-# Long episodes, entered as soon as a poll fits, with the whole device latency as the budget and
-# waits of up to 100 ms (see FORCE_SWITCHING): the slow and the 20 ms controller poll most of
-# the time under load, however slowly the guest's CPU drives them.
-FORCE_POLLING="sample_size=8 backoff_us=10 backoff_max_us=10 latency_budget_percent=100 max_delay_us=100000"
 # Where the module's defaults are kept (read once, at setup).
 DEFAULTS_FILE=/tmp/reliability.defaults
 
