@@ -582,18 +582,21 @@ unbind_while_polling() {
     trap cleanup EXIT
     q=$(queue_of_cpu "$SLOW_DISK" 1) || fail "no queue serves CPU 1"
     set_params $FORCE_POLLING
-    fio --name=unbind --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth=32 --cpus_allowed=1 --size=64m --time_based --runtime=600 \
+    fio --name=unbind --thread --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
+        --rw=randread --bs=4k --iodepth=32 --cpus_allowed=1 --size=64m --time_based --runtime=600 \
         >/dev/null 2>&1 &
     BG_PIDS=$!
     wait_masked "$STATS/$SLOW_CTRL/$q" 60 || fail "$q never polled under the load"
     unbind_adaptive "$CTRL_SLOW" || fail "unbind hung with $q polling"
     # The disk is gone. What fio makes of that is fio's business (a time-based job on a dead
-    # disk may go on resubmitting), but killed it must exit: a request left in flight would hold
-    # it in the kernel.
+    # disk may go on resubmitting), but killed it must exit (--thread: a forked job would outlive
+    # its parent's SIGKILL), and then nothing may hold the module: a request left in flight keeps
+    # io_uring's reference to the disk, and an open disk pins the module.
     kill -9 "$BG_PIDS"
     reap "$BG_PIDS" 60 "fio on the unbound disk, after SIGKILL"
     BG_PIDS=
+    wait_for 60 module_unused ||
+        fail "nvme_adaptive still in use (refcnt $(cat /sys/module/nvme_adaptive/refcnt)) after fio exited"
     ! grep -q "${SLOW_CTRL}q" /proc/interrupts ||
         fail "interrupts left after unbind: $(grep "${SLOW_CTRL}q" /proc/interrupts | tr -s ' ')"
     for kv in $(defaults); do set_params "$kv"; done
@@ -602,6 +605,10 @@ unbind_while_polling() {
     run_fio --name=after-unbind --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
         --rw=randread --bs=4k --iodepth=8 --size=64m --io_size=256k || return 1
     echo "unbound with $q polling; bound again as $SLOW_CTRL, 64 reads"
+}
+
+module_unused() {
+    [ "$(cat /sys/module/nvme_adaptive/refcnt)" = 0 ]
 }
 
 # No controller counted a bad completion but the four injected on the file controller.
