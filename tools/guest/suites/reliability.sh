@@ -21,7 +21,7 @@ defaults() {
 # "trap cleanup EXIT" in its own subshell.
 BG_PIDS=
 cleanup() {
-    for p in $BG_PIDS; do kill -9 "$p" 2>/dev/null; done
+    for p in $BG_PIDS; do kill_tree "$p"; done
     for f in /sys/devices/system/cpu/cpu*/online; do
         [ "$(cat "$f")" = 1 ] || echo 1 >"$f"
     done
