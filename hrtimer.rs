@@ -21,7 +21,7 @@ impl Expiry for Queue {
         // lateness must not include the reap).
         let now = self.now_ns();
         let stats = &self.stats;
-        stats.count_expiry(reaped);
+        stats.count_expiry(&mut cq.tallies, reaped);
         let mut params = cq.adaptive.params.current();
         // Teardown and CPU hotplug end the episode the way switching adaptive polling off
         // does.
@@ -50,7 +50,7 @@ impl Expiry for Queue {
                 // otherwise wait for the interrupt the controller replays on unmask.
                 let mut cq = self.lock_cq();
                 let late = self.reap(&mut cq, &mut batch.batch());
-                stats.reaped_timer.add(late.into());
+                stats.count_timer_reap(&mut cq.tallies, late);
             }
             Action::Stay | Action::StartPolling { .. } => {}
         }

@@ -19,7 +19,7 @@ impl Handler for Queue {
         let mut batch = OwnedBatch::new();
         let mut cq = self.lock_cq_in_irq(irqs_off);
         let reaped = self.reap(&mut cq, &mut batch.batch());
-        self.stats.count_irq(reaped);
+        self.stats.count_irq(&mut cq.tallies, reaped);
         // With adaptive polling off this is the plain interrupt path: one parameter load, no
         // clock, no policy. The admin queue and queues sharing a vector never poll.
         if !cq.adaptive.allowed() || !params::adaptive() {

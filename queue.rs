@@ -33,7 +33,7 @@ use crate::{
     params::{self, PolicyParams},
     policy::{Policy, Reaped},
     regs::Doorbells,
-    stats::QueueStats,
+    stats::{CqTallies, QueueStats, Tally},
     sys::{
         blk::{Batch, LocalRqList, Request, Status, Tags},
         dma::Unbindable,
@@ -159,6 +159,8 @@ struct Sq {
     last_tail: u16,
     doorbell: usize,
     shadow: Option<Shadow>,
+    /// Commands placed on the ring (the statistics' `submitted`).
+    submitted: Tally,
 }
 
 /// Adaptive polling's state, kept under the CQ lock.
@@ -205,6 +207,7 @@ pub(crate) struct Cq {
     phase: u16,
     doorbell: usize,
     shadow: Option<Shadow>,
+    pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
 
@@ -269,6 +272,7 @@ impl Queue {
                     last_tail: 0,
                     doorbell: 0,
                     shadow: None,
+                    submitted: Tally::default(),
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: None,
@@ -277,6 +281,7 @@ impl Queue {
                     phase: 1,
                     doorbell: 0,
                     shadow: None,
+                    tallies: CqTallies::default(),
                     adaptive: Adaptive {
                         policy: Policy::new(),
                         params: PolicyParams::new(),
@@ -609,7 +614,7 @@ impl Queue {
     pub(crate) fn submit(&self, cmd: &Command, ring_now: bool) -> Result<(), Status> {
         let mut sq = self.sq.lock();
         self.copy_command(&mut sq, cmd)?;
-        self.stats.submitted.add(1);
+        sq.submitted.add(1, &self.stats.submitted);
         self.write_sq_doorbell(&mut sq, ring_now);
         Ok(())
     }
@@ -620,7 +625,7 @@ impl Queue {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
         self.copy_command(&mut sq, rq.command())?;
-        self.stats.submitted.add(1);
+        sq.submitted.add(1, &self.stats.submitted);
         if retried {
             self.stats.retries.add(1);
         }
@@ -643,7 +648,7 @@ impl Queue {
                     list.push(rq);
                     break;
                 }
-                self.stats.submitted.add(1);
+                sq.submitted.add(1, &self.stats.submitted);
                 if rq.retries() > 0 {
                     self.stats.retries.add(1);
                 }
@@ -758,6 +763,7 @@ impl Queue {
             doorbell,
             shadow,
             adaptive,
+            tallies: _,
         } = cq;
         adaptive.timed = 0;
         adaptive.submitted_sum_ns = 0;

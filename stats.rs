@@ -5,8 +5,9 @@
 //!
 //! Counters are only written by the holder of the queue's CQ lock (submission counters by the
 //! SQ lock holder), so each is a plain load and store, no atomic read-modify-write: cheap
-//! enough to leave on. The one exception says so. Readers may see a slightly stale mix of
-//! values.
+//! enough to leave on. The one exception says so. The counters bumped for every command,
+//! interrupt or timer expiry keep their count in a [`Tally`] under that lock and only store
+//! it. Readers may see a slightly stale mix of values.
 
 use kernel::{
     fmt,
@@ -33,6 +34,29 @@ impl Counter {
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
+}
+
+/// The writer's side of a counter bumped on the hot path: the count itself, kept in state the
+/// writer's lock protects, so that counting stores the counter without loading it. The
+/// counter has no other writer.
+#[derive(Default)]
+pub(crate) struct Tally(u64);
+
+impl Tally {
+    #[inline]
+    pub(crate) fn add(&mut self, n: u64, counter: &Counter) {
+        self.0 = self.0.wrapping_add(n);
+        counter.0.store(self.0, Relaxed);
+    }
+}
+
+/// The tallies of the counters the CQ lock holder bumps on every interrupt or timer expiry.
+#[derive(Default)]
+pub(crate) struct CqTallies {
+    irqs: Tally,
+    reaped_irq: Tally,
+    timer_expiries: Tally,
+    reaped_timer: Tally,
 }
 
 /// A value the CQ lock holder publishes.
@@ -62,15 +86,16 @@ pub(crate) struct QueueStats {
     pub(crate) duplicates_to_inject: Gauge,
     /// Whether the queue has an interrupt vector (1) or is a poll queue (0).
     pub(crate) has_vector: Gauge,
+    /// Written through the SQ's [`Tally`] only.
     pub(crate) submitted: Counter,
     /// Completions reaped by the interrupt handler, the poll timer (including the reap right
     /// after unmasking), and blk-mq polling (io_uring `hipri` on poll queues).
-    pub(crate) reaped_irq: Counter,
-    pub(crate) reaped_timer: Counter,
+    reaped_irq: Counter,
+    reaped_timer: Counter,
     pub(crate) reaped_blk_poll: Counter,
-    pub(crate) irqs: Counter,
+    irqs: Counter,
     pub(crate) irqs_empty: Counter,
-    pub(crate) timer_expiries: Counter,
+    timer_expiries: Counter,
     pub(crate) timer_empty: Counter,
     pub(crate) episodes: Counter,
     pub(crate) ended_stalled: Counter,
@@ -120,21 +145,27 @@ impl QueueStats {
     }
 
     /// An interrupt found `reaped` completions.
-    pub(crate) fn count_irq(&self, reaped: u32) {
-        self.irqs.add(1);
-        self.reaped_irq.add(reaped.into());
+    #[inline]
+    pub(crate) fn count_irq(&self, tallies: &mut CqTallies, reaped: u32) {
+        tallies.irqs.add(1, &self.irqs);
+        tallies.reaped_irq.add(reaped.into(), &self.reaped_irq);
         if reaped == 0 {
             self.irqs_empty.add(1);
         }
     }
 
     /// A poll timer expiry found `reaped` completions.
-    pub(crate) fn count_expiry(&self, reaped: u32) {
-        self.timer_expiries.add(1);
-        self.reaped_timer.add(reaped.into());
+    pub(crate) fn count_expiry(&self, tallies: &mut CqTallies, reaped: u32) {
+        tallies.timer_expiries.add(1, &self.timer_expiries);
+        self.count_timer_reap(tallies, reaped);
         if reaped == 0 {
             self.timer_empty.add(1);
         }
+    }
+
+    /// The poll timer reaped `reaped` completions (in an expiry, or right after unmasking).
+    pub(crate) fn count_timer_reap(&self, tallies: &mut CqTallies, reaped: u32) {
+        tallies.reaped_timer.add(reaped.into(), &self.reaped_timer);
     }
 
     /// Whether the next completion is to be handled twice (fault injection: a controller that
