@@ -161,6 +161,9 @@ struct Sq {
     shadow: Option<Shadow>,
     /// Commands placed on the ring (the statistics' `submitted`).
     submitted: Tally,
+    /// The queue owns its vector, so it may poll and times its submissions: `own_irq`, kept
+    /// here too so that a submission reads it without an atomic access.
+    owns_vector: bool,
 }
 
 /// Adaptive polling's state, kept under the CQ lock.
@@ -273,6 +276,7 @@ impl Queue {
                     doorbell: 0,
                     shadow: None,
                     submitted: Tally::default(),
+                    owns_vector: false,
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: None,
@@ -446,11 +450,13 @@ impl Queue {
         LineSlot::request(self, irq, name, own)?;
         self.own_irq
             .store(if own { irq.number() } else { 0 }, Relaxed);
+        self.sq.lock().owns_vector = own;
         Ok(())
     }
 
     /// Frees the interrupt (after adaptive polling let go of it).
     pub(crate) fn free_irq(&self) {
+        self.sq.lock().owns_vector = false;
         self.own_irq.store(0, Relaxed);
         self.line.free();
     }
@@ -621,9 +627,9 @@ impl Queue {
 
     /// Submits a prepared request's command (see [`Queue::submit`]).
     fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
-        rq.pdu().submitted_ns = self.submission_time();
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
+        rq.pdu().submitted_ns = self.submission_time(&sq);
         self.copy_command(&mut sq, rq.command())?;
         sq.submitted.add(1, &self.stats.submitted);
         if retried {
@@ -638,9 +644,9 @@ impl Queue {
     /// rest can go either) is started already: those end with a host path error, which
     /// nvme-core retries or fails over, once the lock is dropped.
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
-        let now = self.submission_time();
         {
             let mut sq = self.sq.lock();
+            let now = self.submission_time(&sq);
             let mut any = false;
             while let Some(mut rq) = list.pop() {
                 rq.pdu().submitted_ns = now;
@@ -666,8 +672,8 @@ impl Queue {
 
     /// The time to record for a submission: only a queue that may poll measures its latency.
     #[inline]
-    fn submission_time(&self) -> u64 {
-        if self.own_irq.load(Relaxed) != 0 && params::adaptive() {
+    fn submission_time(&self, sq: &Sq) -> u64 {
+        if sq.owns_vector && params::adaptive() {
             self.now_ns()
         } else {
             0
