@@ -259,10 +259,11 @@ def precision(summary):
     return n, ok, worst_iops, worst_irq
 
 
-def markdown(summary, samples=()):
+def markdown(summary, samples=(), note=None):
     """The tables: per (workload, placement, controllers) the queue-depth sweep, the t/io_uring
     peak cell, and the equal-load latency cells; every configuration with its ratios to stock;
-    with --insns, the instruction counts and the driver's functions."""
+    with --insns, the instruction counts and the driver's functions; then the spread, and NOTE on
+    where it comes from."""
     lines = []
     for group in groups(summary, "sweep"):
         lines += sweep_table(summary, group) + [""]
@@ -276,6 +277,8 @@ def markdown(summary, samples=()):
         lines += ["Spread (max/min − 1 over the repetitions): %d of %d cells within %d%% for both IOPS and "
                   "interrupts per I/O; widest %.1f%% (IOPS), %.1f%% (interrupts per I/O)."
                   % (ok, n, round(100 * SPREAD_TARGET), 100 * wi, 100 * wq), ""]
+    if note:
+        lines += [note, ""]
     return "\n".join(lines)
 
 

@@ -74,17 +74,51 @@ class Arguments(unittest.TestCase):
             self.assertEqual(a.dbcs_modes, modes)
 
     def test_runs_get_a_directory_each_when_there_are_several(self):
-        a = bench.parser().parse_args(["--latency", "0,1000"])
+        ic = bench.INSTRUCTION_ICOUNT
+        a = bench.parser().parse_args(["--latency", "0,1000", "--timing", "host"])
         bench.check_args(a, KNOWN)
         self.assertEqual(bench.plan_runs(a, "/out"), [
-            (0, "on", "/out/0us-dbcs-on"), (0, "off", "/out/0us-dbcs-off"),
-            (1000, "on", "/out/1000us-dbcs-on"), (1000, "off", "/out/1000us-dbcs-off")])
+            (0, "on", None, "/out/0us-dbcs-on"), (0, "off", None, "/out/0us-dbcs-off"),
+            (1000, "on", None, "/out/1000us-dbcs-on"), (1000, "off", None, "/out/1000us-dbcs-off")])
+        a = bench.parser().parse_args(["--dbcs", "off", "--timing", "host"])
+        bench.check_args(a, KNOWN)
+        self.assertEqual(bench.plan_runs(a, "/out"), [(1000, "off", None, "/out")])
         a = bench.parser().parse_args(["--dbcs", "off"])
         bench.check_args(a, KNOWN)
-        self.assertEqual(bench.plan_runs(a, "/out"), [(1000, "off", "/out")])
+        self.assertEqual(bench.plan_runs(a, "/out"), [(1000, "off", None, "/out/host"),
+                                                      (0, "off", ic, "/out/instructions")])
         a = bench.parser().parse_args([])
         bench.check_args(a, KNOWN)
-        self.assertEqual([r[2] for r in bench.plan_runs(a, "/out")], ["/out/dbcs-on", "/out/dbcs-off"])
+        self.assertEqual(bench.plan_runs(a, "/out"), [
+            (1000, "on", None, "/out/dbcs-on"), (1000, "off", None, "/out/dbcs-off"),
+            (0, "on", ic, "/out/instructions-dbcs-on"), (0, "off", ic, "/out/instructions-dbcs-off")])
+        a = bench.parser().parse_args(["--timing", "instructions", "--dbcs", "on"])
+        bench.check_args(a, KNOWN)
+        self.assertEqual(bench.plan_runs(a, "/out"), [(0, "on", ic, "/out")])
+
+    def test_timing(self):
+        for argv, timings in (([], ("host", "instructions")), (["--smoke"], ("host",)),
+                              (["--full"], ("host", "instructions")), (["--timing", "host"], ("host",)),
+                              (["--timing", "instructions"], ("instructions",)),
+                              (["--smoke", "--timing", "both"], ("host", "instructions"))):
+            with self.subTest(argv=argv):
+                a = bench.parser().parse_args(argv)
+                bench.check_args(a, KNOWN)
+                self.assertEqual(a.timings, timings)
+        a = bench.parser().parse_args(["--device", "01:00.0"])
+        bench.check_args(a, KNOWN)
+        self.assertEqual(bench.plan_runs(a, "/out"), [(None, None, None, "/out")], "hardware runs on its own clock")
+        check("--icount", "shift=3", "--latency", "0")
+        check("--timing", "instructions", "--latency", "0")
+
+    def test_timing_notes_say_where_the_spread_comes_from(self):
+        host = bench.timing_note({"mode": "emulated", "icount": None, "host_cpus": 2, "host_qemu_processes": 0,
+                                  "host_loadavg": "0.5 0.4 0.3"})
+        self.assertIn("Host-timed", host)
+        self.assertIn("2 host CPUs, 0 other QEMU processes, load 0.5 0.4 0.3", host)
+        self.assertIn("Instruction-timed", bench.timing_note({"mode": "emulated", "icount": bench.INSTRUCTION_ICOUNT}))
+        self.assertIn("shift=3", bench.timing_note({"mode": "emulated", "icount": "shift=3"}))
+        self.assertIsNone(bench.timing_note({"mode": "hardware"}))
 
     def test_placement(self):
         cells, _ = check("--placement", "0,1,0+1")
@@ -117,6 +151,8 @@ class Arguments(unittest.TestCase):
                      ["--device", "01:00.0", "--kernel", "debug"],
                      ["--device", "01:00.0", "--dbcs", "off"], ["--device", "01:00.0", "--pin-vcpus"],
                      ["--device", "01:00.0", "--icount", "shift=3"], ["--device", "01:00.0", "--insns"],
+                     ["--device", "01:00.0", "--timing", "host"], ["--icount", "shift=3"],
+                     ["--icount", "shift=3", "--latency", "0,200"], ["--timing", "instructions", "--latency", "200"],
                      ["--io-uring", "/usr/bin/true"],
                      ["--placement", "2"], ["--placement", "0+0"], ["--placement", "1,1"], ["--placement", "a"],
                      ["--placement", "1,"], ["--placement", "-1"],
@@ -125,8 +161,9 @@ class Arguments(unittest.TestCase):
                      ["--rates", "50", "--drivers", "adaptive-on"], ["--rates", "50", "--workloads", "peak"]):
             with self.subTest(argv=argv), self.assertRaises(bench.Usage):
                 check(*argv)
-        with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
-            check("--dbcs", "maybe")
+        for bad in (["--dbcs", "maybe"], ["--timing", "guest"]):
+            with self.subTest(argv=bad), self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+                check(*bad)
 
     def test_unknown_option_exits_with_usage(self):
         err = io.StringIO()

@@ -75,6 +75,8 @@ class Table(unittest.TestCase):
         self.assertEqual((stock[4], stock[12]), ("2.0%", "0.0%"))
         self.assertEqual((adaptive[4], adaptive[12]), ("10.0%", "10.0%"))
         self.assertIn("1 of 2 cells within 3% for both IOPS and interrupts per I/O; widest 10.0% (IOPS), 10.0%", md)
+        noted = report.markdown(report.summarize(samples), note="Host-timed: why.")
+        self.assertTrue(noted.rstrip().endswith("(interrupts per I/O).\n\nHost-timed: why."), "the note follows the spread")
 
     def test_peak_and_equal_load_tables(self):
         samples = [sample("stock", 128, 50000, 0.04, workload="peak"), sample("stock-poll", 128, 60000, 0.0, workload="peak"),
