@@ -29,6 +29,8 @@ BENIGN = [
     r"dma-api: preallocated \d+ debug entries", r"dma-api: debugging enabled by kernel config",
     r"odebug: selftest passed", r"odebug: \d+ of \d+ active objects replaced",
     r"kmemleak: kernel memory leak detector initialized", r"kmemleak: automatic memory scanning thread",
+    # The boot's echo of the command line (a benchmark guest boots with oops=panic).
+    r"command line: ",
 ]
 REPORT_RE = re.compile("|".join("(?:%s)" % p for p in REPORTS), re.I)
 BENIGN_RE = re.compile("|".join("(?:%s)" % p for p in BENIGN), re.I)
