@@ -109,6 +109,9 @@ class Arguments(unittest.TestCase):
         bench.check_args(a, KNOWN)
         self.assertEqual(bench.plan_runs(a, "/out"), [(None, None, None, "/out")], "hardware runs on its own clock")
         check("--icount", "shift=3", "--latency", "0")
+        # Instructions are counted in host-timed runs (the plugin and -icount crash the guest).
+        check("--insns", "--timing", "host")
+        check("--smoke", "--insns")
         check("--timing", "instructions", "--latency", "0")
 
     def test_timing_notes_say_where_the_spread_comes_from(self):
@@ -153,6 +156,8 @@ class Arguments(unittest.TestCase):
                      ["--device", "01:00.0", "--icount", "shift=3"], ["--device", "01:00.0", "--insns"],
                      ["--device", "01:00.0", "--timing", "host"], ["--icount", "shift=3"],
                      ["--icount", "shift=3", "--latency", "0,200"], ["--timing", "instructions", "--latency", "200"],
+                     ["--insns"], ["--insns", "--timing", "instructions"], ["--insns", "--timing", "both"],
+                     ["--insns", "--timing", "host", "--icount", "shift=3", "--latency", "0"],
                      ["--io-uring", "/usr/bin/true"],
                      ["--placement", "2"], ["--placement", "0+0"], ["--placement", "1,1"], ["--placement", "a"],
                      ["--placement", "1,"], ["--placement", "-1"],
