@@ -51,7 +51,8 @@ pub(crate) const MIN_GAIN_EIGHTHS: u64 = 12;
 /// A poll that reaps at least this share of what the rate estimate predicted is "productive".
 pub(crate) const KEEP_UP_PERCENT: u64 = 50;
 
-/// Polls that must keep up before an episode counts as worth its cost.
+/// Polls that must keep up before an episode counts as worth its cost, unless it saved
+/// interrupts outright (`Policy::episode_saved`).
 pub(crate) const MIN_PRODUCTIVE_POLLS: u32 = 4;
 
 /// "How far behind" saturates here, so one long silence cannot ask for an absurd backoff.
@@ -407,9 +408,10 @@ pub(crate) struct Policy {
     /// 256ths), this episode: the rate while polling.
     reap_span_ns: u64,
     reap_count_x256: u64,
-    /// Polls in the current episode, and how many of them kept up.
+    /// Polls in the current episode, how many of them kept up, and the completions they reaped.
     episode_polls: u32,
     productive_polls: u32,
+    episode_reaped: u64,
     /// Consecutive episodes that did not pay off.
     failures: u32,
     /// Current backoff and when it ends.
@@ -462,6 +464,7 @@ impl Policy {
             reap_count_x256: 0,
             episode_polls: 0,
             productive_polls: 0,
+            episode_reaped: 0,
             failures: 0,
             backoff_ns: 0,
             backoff_until: 0,
@@ -593,6 +596,7 @@ impl Policy {
         self.reap_count_x256 = plan.batch.saturating_mul(256);
         self.episode_polls = 0;
         self.productive_polls = 0;
+        self.episode_reaped = 0;
         Action::StartPolling {
             wait_ns: plan.wait_ns,
         }
@@ -678,6 +682,7 @@ impl Policy {
             self.fit(p);
         }
         let reaped = u64::from(reaped.count);
+        self.episode_reaped = self.episode_reaped.saturating_add(reaped);
         if reaped * 100
             >= (elapsed / self.est.gap_ns.max(1))
                 .max(1)
@@ -756,9 +761,21 @@ impl Policy {
         self.sample_latency_sum = 0;
     }
 
+    /// Whether the episode's polls reaped what interrupts would have needed clearly more
+    /// interrupts for: one timer interrupt per poll and the unmask's replayed one, against what
+    /// each interrupt of the last sample reaped. An episode that drained a burst in two or three
+    /// polls pays off too, not only one of [`MIN_PRODUCTIVE_POLLS`] polls.
+    fn episode_saved(&self) -> bool {
+        let interrupts = u64::from(self.episode_polls) + 1;
+        self.episode_reaped.saturating_mul(16 * 8)
+            >= interrupts
+                .saturating_mul(self.est.per_irq_x16)
+                .saturating_mul(MIN_GAIN_EIGHTHS)
+    }
+
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {
         self.changed = true;
-        let paid_off = self.productive_polls >= MIN_PRODUCTIVE_POLLS;
+        let paid_off = self.productive_polls >= MIN_PRODUCTIVE_POLLS || self.episode_saved();
         let backoff = match ending {
             Ending::Capped | Ending::Disabled => {
                 self.failures = 0;

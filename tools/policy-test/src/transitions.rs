@@ -459,6 +459,27 @@ fn idle_after_a_good_episode_returns_straight_to_sampling() {
 }
 
 #[test]
+fn a_burst_drained_in_a_few_polls_pays_off() {
+    let p = params();
+    let (mut pol, now) = polling();
+    // Two polls take what eight interrupts of four would have: too few polls to count as kept
+    // up, but clearly fewer interrupts.
+    let a = pol.on_timer(now + WAIT, 0, timed(10, LATENCY + WAIT / 2), 22, &p);
+    assert!(matches!(a, Action::Rearm { .. }), "{a:?}");
+    let a = pol.on_timer(now + 2 * WAIT, 0, timed(22, LATENCY + WAIT / 2), 0, &p);
+    assert!(matches!(a, Action::Rearm { .. }), "{a:?}");
+    let a = pol.on_timer(now + 3 * WAIT, 0, Reaped::default(), 0, &p);
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Idle
+        }
+    );
+    assert_eq!(pol.stage(), Stage::Sample);
+    assert_eq!((pol.backoff_ns(), pol.failures()), (0, 0));
+}
+
+#[test]
 fn idle_right_after_starting_backs_off() {
     let p = params();
     let (mut pol, now) = polling();
