@@ -41,6 +41,9 @@
 /// Shortest poll wait: below about a microsecond programming the timer costs more than it saves.
 pub(crate) const MIN_WAIT_NS: u64 = 1_000;
 
+/// The fewest completions a rate sample ends after (the least `sample_size`).
+pub(crate) const MIN_SAMPLE: u32 = 8;
+
 /// A poll must collect at least this many completions to replace interrupts.
 pub(crate) const MIN_BATCH: u64 = 2;
 
@@ -161,7 +164,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         name: "sample_size",
         unit: "completions",
         default: 32,
-        min: 8,
+        min: MIN_SAMPLE,
         max: 65536,
         description: "completions per rate sample while on interrupts",
     },
@@ -568,7 +571,11 @@ impl Policy {
         self.sample_latency_sum = self
             .sample_latency_sum
             .saturating_add(reaped.latency_sum_ns);
-        if self.sample_count < u64::from(p.sample_size) {
+        // A sample needs no more completions than half what the device holds: a longer one
+        // would end only as a burst drains, with nothing left in flight to poll for.
+        let needed = u64::from(p.sample_size)
+            .min((self.sample_depth / self.sample_irqs / 2).max(MIN_SAMPLE.into()));
+        if self.sample_count < needed {
             return Action::Stay;
         }
         let irqs = self.sample_irqs.max(1);

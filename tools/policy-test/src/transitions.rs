@@ -138,6 +138,23 @@ fn interrupts_that_already_reap_a_batch_each_stay_on() {
 }
 
 #[test]
+fn a_sample_ends_after_half_the_commands_in_flight() {
+    // The defaults' sample of 32 completions, on a queue holding 16 (14 left at each interrupt
+    // of 2): the sample ends after 8, while the burst is still in flight.
+    let p = crate::defaults();
+    let mut pol = Policy::new();
+    let mut now = 1_000 * US;
+    pol.on_irq(now, timed(2, LATENCY), 14, &p);
+    for _ in 0..4 {
+        assert_eq!(pol.estimates().gap_ns, 0, "the sample is still open");
+        now += EVERY;
+        pol.on_irq(now, timed(2, LATENCY), 14, &p);
+    }
+    assert_eq!(pol.estimates().gap_ns, 2 * US);
+    assert_eq!(pol.estimates().depth_x16, 16 * 16);
+}
+
+#[test]
 fn dense_queue_without_a_batch_in_flight_stays_on_interrupts() {
     let mut pol = Policy::new();
     let (action, _) = sample(&mut pol, 0, EVERY, timed(4, LATENCY), 9);
