@@ -163,7 +163,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
     ParamSpec {
         name: "sample_size",
         unit: "completions",
-        default: 32,
+        default: 16,
         min: MIN_SAMPLE,
         max: 65536,
         description: "completions per rate sample while on interrupts",
