@@ -99,7 +99,7 @@ const AIM_PERCENT: u64 = 85;
 pub(crate) struct Params {
     /// Master switch; when off the queue never leaves interrupts.
     pub(crate) enabled: bool,
-    /// Completions per rate sample while on interrupts.
+    /// Cap on the completions per rate sample while on interrupts.
     pub(crate) sample_size: u32,
     /// Cap on the completions a poll aims to collect.
     pub(crate) target_batch: u32,
@@ -166,7 +166,8 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         default: 16,
         min: MIN_SAMPLE,
         max: 65536,
-        description: "completions per rate sample while on interrupts",
+        description:
+            "most completions per rate sample on interrupts (half those in flight if fewer)",
     },
     ParamSpec {
         name: "target_batch",
