@@ -41,8 +41,8 @@
 /// Shortest poll wait: below about a microsecond programming the timer costs more than it saves.
 pub(crate) const MIN_WAIT_NS: u64 = 1_000;
 
-/// The fewest completions a rate sample ends after (the least `sample_size`).
-pub(crate) const MIN_SAMPLE: u32 = 8;
+/// The fewest completions a rate sample ends after: the least `sample_size`.
+pub(crate) const MIN_SAMPLE: u32 = PARAM_SPECS[param::SAMPLE_SIZE].min;
 
 /// A poll must collect at least this many completions to replace interrupts.
 pub(crate) const MIN_BATCH: u64 = 2;
@@ -164,7 +164,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
         name: "sample_size",
         unit: "completions",
         default: 16,
-        min: MIN_SAMPLE,
+        min: 8,
         max: 65536,
         description:
             "most completions per rate sample on interrupts (half those in flight if fewer)",
