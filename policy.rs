@@ -775,10 +775,13 @@ impl Policy {
     /// polls pays off too, not only one of [`MIN_PRODUCTIVE_POLLS`] polls.
     fn episode_saved(&self) -> bool {
         let interrupts = u64::from(self.episode_polls) + 1;
-        self.episode_reaped.saturating_mul(16 * 8)
-            >= interrupts
-                .saturating_mul(self.est.per_irq_x16)
-                .saturating_mul(MIN_GAIN_EIGHTHS)
+        // Interrupts that reaped next to nothing each (empty ones in the sample) make any reap
+        // look like a saving: at least a batch must have been reaped.
+        self.episode_reaped >= MIN_BATCH
+            && self.episode_reaped.saturating_mul(16 * 8)
+                >= interrupts
+                    .saturating_mul(self.est.per_irq_x16)
+                    .saturating_mul(MIN_GAIN_EIGHTHS)
     }
 
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {

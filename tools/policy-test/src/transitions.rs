@@ -497,6 +497,36 @@ fn a_burst_drained_in_a_few_polls_pays_off() {
 }
 
 #[test]
+fn an_empty_episode_backs_off_even_when_interrupts_reap_next_to_nothing() {
+    // Twenty empty interrupts for each one that reaps a completion (a shared or noisy line):
+    // an interrupt reaps next to nothing on average, so any reap would look like a saving.
+    let p = params();
+    let mut pol = Policy::new();
+    let mut now = 1_000 * US;
+    let action = loop {
+        for _ in 0..20 {
+            now += US / 4;
+            pol.on_irq(now, Reaped::default(), 32, &p);
+        }
+        now += US / 4;
+        let a = pol.on_irq(now, timed(1, LATENCY), 32, &p);
+        if a != Action::Stay || now > 1_000_000 * US {
+            break a;
+        }
+    };
+    assert!(matches!(action, Action::StartPolling { .. }), "{action:?}");
+    assert_eq!(pol.estimates().per_irq_x16, 0);
+    let a = pol.on_timer(now + pol.wait_ns(), 0, Reaped::default(), 0, &p);
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Idle
+        }
+    );
+    assert_eq!(pol.stage(), Stage::Backoff);
+}
+
+#[test]
 fn idle_right_after_starting_backs_off() {
     let p = params();
     let (mut pol, now) = polling();
