@@ -573,10 +573,17 @@ impl Policy {
             .sample_latency_sum
             .saturating_add(reaped.latency_sum_ns);
         // A sample needs no more completions than half what the device holds: a longer one
-        // would end only as a burst drains, with nothing left in flight to poll for.
-        let needed = u64::from(p.sample_size)
-            .min((self.sample_depth / self.sample_irqs / 2).max(MIN_SAMPLE.into()));
-        if self.sample_count < needed {
+        // would end only as a burst drains, with nothing left in flight to poll for. (It goes
+        // on while fewer than half the mean depth came, `2 * irqs * (count + 1) <= depth`,
+        // without dividing on every interrupt.)
+        let below_half_depth = self
+            .sample_irqs
+            .saturating_mul(2)
+            .saturating_mul(self.sample_count + 1)
+            <= self.sample_depth;
+        if self.sample_count < u64::from(p.sample_size)
+            && (self.sample_count < u64::from(MIN_SAMPLE) || below_half_depth)
+        {
             return Action::Stay;
         }
         let irqs = self.sample_irqs.max(1);
