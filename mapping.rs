@@ -175,7 +175,7 @@ pub(crate) struct Iod {
 /// Maps the common request, one data segment and no metadata (the caller checked), without
 /// the pools. `again` when it needs [`map`] (its descriptors come from the pools, whose access
 /// costs more).
-#[inline]
+#[inline(always)]
 pub(crate) fn map_direct(
     f: &Function,
     sgl_supported: bool,
@@ -196,6 +196,7 @@ impl Iod {
 
 /// Undoes [`map_direct`] (or a [`map`] that took nothing from the pools, see
 /// [`Iod::is_direct`]).
+#[inline(always)]
 pub(crate) fn unmap_direct(f: &Function, rq: &mut Request<Iod>) {
     if let Meta::Single { addr, len } = core::mem::take(&mut rq.pdu().meta) {
         rq.unmap_page(f, addr, len);
@@ -290,7 +291,7 @@ fn average_segment(rq: &Request<Iod>) -> u32 {
 }
 
 /// Maps a one-segment request directly (no iterator); `again` when only the iterator can.
-#[inline]
+#[inline(always)]
 fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), Status> {
     let seg = rq.first_segment();
     let offset = seg.offset & (PAGE - 1);

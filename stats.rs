@@ -171,6 +171,7 @@ impl QueueStats {
     /// Whether the next completion is to be handled twice (fault injection: a controller that
     /// posts a duplicate, which must be counted in `bad_completions` and dropped).
     #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    #[inline]
     pub(crate) fn take_duplicate(&self) -> bool {
         let left = &self.duplicates_to_inject.0;
         let n = left.load(Relaxed);

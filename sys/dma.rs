@@ -96,6 +96,7 @@ macro_rules! iter_fns {
 }
 
 impl<P: Default> Request<P> {
+    #[inline(always)]
     pub(crate) fn first_segment(&self) -> FirstSegment {
         let (mut offset, mut len, mut p2p) = (0, 0, false);
         // SAFETY: the request is live and has data (the caller checked its segment count).
@@ -104,6 +105,7 @@ impl<P: Default> Request<P> {
     }
 
     /// Maps the first (only) data segment; undone with [`Request::unmap_page`].
+    #[inline(always)]
     pub(crate) fn map_first_segment(&self, f: &Function) -> Option<u64> {
         let mut addr = 0;
         // SAFETY: the request is live, has data, and `f` is its controller's function.
@@ -111,6 +113,7 @@ impl<P: Default> Request<P> {
     }
 
     /// Unmaps what [`Request::map_first_segment`] mapped.
+    #[inline(always)]
     pub(crate) fn unmap_page(&self, f: &Function, addr: u64, len: u32) {
         // SAFETY: `addr` and `len` are a mapping of this request's data.
         unsafe { ffi::nva_unmap_page(self.raw(), f.dma_dev(), addr, len) }
