@@ -243,8 +243,9 @@ pub(crate) struct Queue {
     #[pin]
     deleted: Waiter,
     delete_failed: Atomic<bool>,
-    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock).
-    tail_seen: Atomic<u32>,
+    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock). 16 bits
+    /// wide: the kernel crate reaches those atomics without a call.
+    tail_seen: Atomic<i16>,
     pub(crate) stats: Arc<QueueStats>,
     /// Start of the clock the policy sees.
     epoch: Instant<Monotonic>,
@@ -691,7 +692,7 @@ impl Queue {
         let ring = sq.ring.as_ref().ok_or_else(Status::ioerr)?;
         Self::write_slot(ring, slot, cmd).map_err(|_| Status::ioerr())?;
         sq.tail = next(sq.tail, sq.depth);
-        self.tail_seen.store(sq.tail.into(), Relaxed);
+        self.tail_seen.store(sq.tail as i16, Relaxed);
         Ok(())
     }
 
