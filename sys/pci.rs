@@ -9,7 +9,7 @@
 
 use kernel::{
     bindings,
-    device::{self, Core},
+    device::Core,
     error::to_result,
     io::Io,
     pci::{Bar, Device as PciDevice, DevresBar},
@@ -95,15 +95,13 @@ impl Function {
             .cast_mut()
     }
 
-    /// The generic device, for messages and DMA.
-    pub(crate) fn dev(&self) -> &device::Device {
-        self.0.as_ref()
-    }
-
+    /// The generic device's address, taken without the kernel crate's `AsRef` (two calls it
+    /// does not inline), since every mapping and unmapping of a request asks for it.
+    #[inline]
     pub(super) fn dma_dev(&self) -> *mut bindings::device {
-        core::ptr::from_ref(self.dev())
-            .cast::<bindings::device>()
-            .cast_mut()
+        // SAFETY: `raw()` points to a live PCI device (the reference is counted); only the
+        // address of the device embedded in it is taken.
+        unsafe { core::ptr::addr_of_mut!((*self.raw()).dev) }
     }
 
     pub(crate) fn vendor_id(&self) -> u16 {
