@@ -9,7 +9,7 @@
 
 use kernel::{
     device::{Bound, Device},
-    dma::Coherent,
+    dma::{Coherent, CoherentView},
     interrupt::LocalInterruptDisabled,
     io::{io_project, io_read, io_write, Io},
     new_spinlock, new_spinlock_irq,
@@ -120,6 +120,11 @@ impl ShadowDoorbells {
     }
 
     #[inline]
+    fn slot(buf: &Coherent<[u32]>, index: usize) -> Result<CoherentView<'_, u32>> {
+        Ok(io_project!(buf, [try: index]))
+    }
+
+    #[inline]
     fn store(buf: &Coherent<[u32]>, index: usize, value: u32) -> Result {
         io_write!(buf, [try: index], value.to_le());
         Ok(())
@@ -131,10 +136,12 @@ impl ShadowDoorbells {
     fn update(&self, index: usize, value: u16) -> bool {
         // The queue entries are visible before the doorbell value.
         mb(Write);
-        let old = Self::load(&self.values, index).unwrap_or(0) as u16;
-        if Self::store(&self.values, index, value.into()).is_err() {
+        // Projected once for the old value and the new one.
+        let Ok(slot) = Self::slot(&self.values, index) else {
             return true;
-        }
+        };
+        let old = u32::from_le(slot.read_val()) as u16;
+        slot.write_val(u32::from(value).to_le());
         // The doorbell value is visible before the event index is read; the controller orders
         // its side the same way.
         mb(Full);
@@ -746,21 +753,30 @@ impl Queue {
         self.cq.lock_with(irqs_off)
     }
 
+    /// The entry at `head`, projected once for its status and then the rest (each projection
+    /// checks the index and the address range).
     #[inline]
-    fn cqe_status(ring: &Coherent<[Completion]>, head: u16) -> Result<u16> {
-        Ok(io_read!(ring, [try: usize::from(head)].status))
+    fn cqe_slot(ring: &Coherent<[Completion]>, head: u16) -> Result<CoherentView<'_, Completion>> {
+        Ok(io_project!(ring, [try: usize::from(head)]))
     }
 
+    /// The entry at `head` if the controller posted it (its phase tag is the current one).
     #[inline]
-    fn read_cqe(ring: &Coherent<[Completion]>, head: u16) -> Result<Completion> {
-        Ok(io_project!(ring, [try: usize::from(head)]).copy_read())
+    fn posted(
+        ring: &Coherent<[Completion]>,
+        head: u16,
+        phase: u16,
+    ) -> Option<CoherentView<'_, Completion>> {
+        Self::cqe_slot(ring, head)
+            .ok()
+            .filter(|slot| Completion::phase(io_read!(*slot, .status)) == phase)
     }
 
     /// Whether the controller posted a completion not reaped yet.
     pub(crate) fn pending(&self, cq: &Cq) -> bool {
-        cq.ring.as_ref().is_some_and(|ring| {
-            Self::cqe_status(ring, cq.head).is_ok_and(|s| Completion::phase(s) == cq.phase)
-        })
+        cq.ring
+            .as_ref()
+            .is_some_and(|ring| Self::posted(ring, cq.head, cq.phase).is_some())
     }
 
     /// Reaps every completion the controller posted, under the held CQ lock, then writes the
@@ -787,15 +803,14 @@ impl Queue {
             return 0;
         };
         let mut n = 0u32;
-        while Self::cqe_status(ring, *head).is_ok_and(|s| Completion::phase(s) == *phase) {
+        while let Some(slot) = Self::posted(ring, *head, *phase) {
             // The phase tag is read before the rest of the entry.
             dma_mb(Read);
-            if let Ok(cqe) = Self::read_cqe(ring, *head) {
+            let cqe = slot.copy_read();
+            self.handle(&cqe, adaptive, batch);
+            #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+            if self.stats.take_duplicate() {
                 self.handle(&cqe, adaptive, batch);
-                #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
-                if self.stats.take_duplicate() {
-                    self.handle(&cqe, adaptive, batch);
-                }
             }
             *head = next(*head, *depth);
             if *head == 0 {
