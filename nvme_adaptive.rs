@@ -1140,6 +1140,7 @@ impl Transport for Controller {
         self.core().abort_limit_put();
     }
 
+    #[inline(always)]
     fn queue_rq(q: &Queue, rq: Request<Iod>, last: bool) -> Result<(), Status> {
         q.queue_rq(rq, last)
     }
@@ -1177,6 +1178,7 @@ impl Transport for Controller {
         q.finish(rq);
     }
 
+    #[inline(always)]
     fn unmap_rq(q: &Queue, rq: &mut Request<Iod>) {
         q.unmap(rq);
     }
