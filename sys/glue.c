@@ -596,16 +596,6 @@ void nva_end_batch(struct io_comp_batch *iob)
 		iob->complete(iob);
 }
 
-size_t nva_comp_batch_size(void)
-{
-	return sizeof(struct io_comp_batch);
-}
-
-void nva_comp_batch_init(struct io_comp_batch *iob)
-{
-	memset(iob, 0, sizeof(*iob));
-}
-
 void nva_complete_rq(struct request *rq)
 {
 	nvme_complete_rq(rq);

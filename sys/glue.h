@@ -127,8 +127,6 @@ struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid);
 bool nva_try_complete_req(struct request *rq, u16 status, u64 result);
 bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob);
 void nva_end_batch(struct io_comp_batch *iob);
-size_t nva_comp_batch_size(void);
-void nva_comp_batch_init(struct io_comp_batch *iob);
 void nva_complete_rq(struct request *rq);
 void nva_trace_sq(struct request *rq, u16 sq_head, u16 sq_tail);
 struct request *nva_rq_list_pop(struct rq_list *list);
