@@ -104,8 +104,11 @@ impl ShadowDoorbells {
     /// Forgets what a previous controller instance left (before Doorbell Buffer Config again).
     pub(crate) fn clear(&self) {
         for i in 0..self.values.len() {
-            let _ = Self::store(&self.values, i, 0);
-            let _ = Self::store(&self.events, i, 0);
+            for buf in [&self.values, &self.events] {
+                if let Ok(slot) = Self::slot(buf, i) {
+                    slot.write_val(0);
+                }
+            }
         }
     }
 
@@ -114,20 +117,11 @@ impl ShadowDoorbells {
         (self.values.dma_address(), self.events.dma_address())
     }
 
-    #[inline]
-    fn load(buf: &Coherent<[u32]>, index: usize) -> Result<u32> {
-        Ok(u32::from_le(io_read!(buf, [try: index])))
-    }
-
+    /// Doorbell `index` of `buf` (little-endian), projected once for any number of accesses
+    /// (a projection checks the index and the address range).
     #[inline]
     fn slot(buf: &Coherent<[u32]>, index: usize) -> Result<CoherentView<'_, u32>> {
         Ok(io_project!(buf, [try: index]))
-    }
-
-    #[inline]
-    fn store(buf: &Coherent<[u32]>, index: usize, value: u32) -> Result {
-        io_write!(buf, [try: index], value.to_le());
-        Ok(())
     }
 
     /// Records doorbell `index`'s new `value`; true when the register must be written too
@@ -136,7 +130,6 @@ impl ShadowDoorbells {
     fn update(&self, index: usize, value: u16) -> bool {
         // The queue entries are visible before the doorbell value.
         mb(Write);
-        // Projected once for the old value and the new one.
         let Ok(slot) = Self::slot(&self.values, index) else {
             return true;
         };
@@ -145,7 +138,8 @@ impl ShadowDoorbells {
         // The doorbell value is visible before the event index is read; the controller orders
         // its side the same way.
         mb(Full);
-        let event = Self::load(&self.events, index).unwrap_or(0) as u16;
+        let event =
+            Self::slot(&self.events, index).map_or(0, |e| u32::from_le(e.read_val())) as u16;
         value.wrapping_sub(event).wrapping_sub(1) < value.wrapping_sub(old)
     }
 }
