@@ -731,10 +731,16 @@ impl Policy {
         }
         // Completions come in clumps: a closed loop resubmits what one poll reaped all at once,
         // and those complete together one latency later. Silence is a stall only when it lasts
-        // longer than the work in flight should take at the estimated rate (Little's law).
+        // longer than the work in flight should take: at the estimated rate (Little's law), but
+        // at least one service latency (a rate sampled within a clump reads faster than the
+        // device is), plus one poll interval: that work was resubmitted after the last reap,
+        // not at it, and a clump due just after a poll is seen only at the next.
         let silence = now.saturating_sub(self.last_reap);
         let tolerance = (u64::from(inflight) * self.est.gap_ns)
+            .max(self.est.latency_ns)
             .min(self.idle_ns())
+            .saturating_add(self.wait_ns)
+            .saturating_add(self.est.slack_ns)
             .max(self.wait_ns.saturating_mul(2));
         if silence > tolerance {
             let behind = (silence / self.wait_ns.max(1)).clamp(1, MAX_BEHIND);

@@ -351,18 +351,34 @@ fn silence_longer_than_the_work_in_flight_is_a_stall() {
             ending: Ending::Stalled
         }
     );
-    // 40 us of silence, 4 waits: 4 times behind.
-    assert_eq!(at, now + 4 * WAIT);
+    // 30 us of work in flight and one poll interval tolerated: 50 us of silence, 5 waits, is
+    // 5 times behind.
+    assert_eq!(at, now + 5 * WAIT);
     assert_eq!(pol.stage(), Stage::Backoff);
-    assert_eq!(pol.backoff_ns(), 4 * p.backoff_ns);
+    assert_eq!(pol.backoff_ns(), 5 * p.backoff_ns);
     assert_eq!(pol.failures(), 1);
+}
+
+#[test]
+fn nothing_in_flight_is_due_before_one_service_latency() {
+    let (mut pol, now) = polling();
+    // 3 in flight at the 1 us gap would be 3 us of work, but none completes sooner than the
+    // device's 20 us: 20 us and one 10 us poll interval of silence are tolerated.
+    let (action, at) = starve(&mut pol, now, 3);
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
+    assert_eq!(at, now + 4 * WAIT);
 }
 
 #[test]
 fn silence_tolerance_is_capped_for_deep_queues() {
     let (mut pol, now) = polling();
     // 4096 in flight would be 4 ms of work; silence is cut off after 8 latencies (the 1 ms
-    // floor before a longer latency is known).
+    // floor before a longer latency is known) and one poll interval.
     let (action, at) = starve(&mut pol, now, 4096);
     assert_eq!(
         action,
@@ -370,7 +386,7 @@ fn silence_tolerance_is_capped_for_deep_queues() {
             ending: Ending::Stalled
         }
     );
-    assert_eq!(at, now + 1_010 * US);
+    assert_eq!(at, now + 1_020 * US);
     let p = params();
     assert_eq!(
         pol.backoff_ns(),
@@ -400,10 +416,10 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
         assert_eq!(pol.on_irq(now - 1, timed(4, LATENCY), 32, &p), Action::Stay);
         assert_eq!(pol.stage(), Stage::Backoff);
     }
-    // 4 behind: 4 ms, then doubling per failure, capped at 10 ms.
+    // 5 behind: 5 ms, then doubling per failure, capped at 10 ms.
     assert_eq!(
         backoffs,
-        [4_000, 8_000, 10_000, 10_000, 10_000, 10_000].map(|us| us * US)
+        [5_000, 10_000, 10_000, 10_000, 10_000, 10_000].map(|us| us * US)
     );
 }
 
