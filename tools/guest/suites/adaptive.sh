@@ -21,23 +21,35 @@ setup_adaptive() {
     slow
 }
 
-# randread on disk $1 at queue depth $2, $3 I/Os (4 KiB), one job on CPU 1; further arguments
-# go to fio. Sized by I/O count, not time: on a loaded host a timed run does fewer I/Os and
-# asserts less.
-load_disk() {
-    local disk=$1 depth=$2 ios=$3
-    shift 3
-    run_fio --name=load --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth="$depth" --size=256m --io_size=$((ios * 4))k --cpus_allowed=1 "$@"
+# The fio job of a randread load on disk $1 at queue depth $2, $3 I/Os (4 KiB) per job, on CPU
+# 1, in the array JOB. Sized by I/O count, not time: on a loaded host a timed run does fewer
+# I/Os and asserts less.
+read_job() {
+    JOB=(--filename="/dev/$1" --direct=1 --ioengine=io_uring --rw=randread --bs=4k
+        --iodepth="$2" --size=256m --io_size=$(($3 * 4))k --cpus_allowed=1)
 }
 
-# dense_load DISK N: N reads on DISK as four independent closed loops of 8 each, all on CPU 1
-# (32 in flight on its queue). One loop of 32 on a fixed-latency device completes in clumps of
-# what it resubmitted together (about ten per interrupt, measured), which interrupts already
-# batch, so whether polling pays would hang on the timing of the first samples; four loops
-# drift apart on the one CPU and each interrupt reaps about four.
+# randread on disk $1 at queue depth $2, $3 I/Os, one job; further arguments go to fio.
+load_disk() {
+    read_job "$1" "$2" "$3"
+    shift 3
+    run_fio --name=load "${JOB[@]}" "$@"
+}
+
+# dense_job DISK N: the dense load's job (in JOB), N reads on DISK as four independent closed
+# loops of 8 each, all on CPU 1 (32 in flight on its queue). One loop of 32 on a fixed-latency
+# device completes in clumps of what it resubmitted together (about ten per interrupt,
+# measured), which interrupts already batch, so whether polling pays would hang on the timing of
+# the first samples; four loops drift apart on the one CPU and each interrupt reaps about four.
+dense_job() {
+    read_job "$1" 8 $(($2 / 4))
+    JOB+=(--numjobs=4)
+}
+
+# The dense load of N reads on DISK (dense_load DISK N).
 dense_load() {
-    load_disk "$1" 8 $(($2 / 4)) --numjobs=4 --group_reporting
+    dense_job "$1" "$2"
+    run_fio --name=load "${JOB[@]}" --group_reporting
 }
 
 load_slow() {
@@ -165,9 +177,8 @@ some_queue_polls() {
 # Starts $1 reads of the dense load on the 20 ms disk in the background (its pid in $pid) and
 # waits until a queue polls.
 start_polling_load() {
-    fio --name=bg --filename="/dev/$LAT_DISK" --direct=1 --ioengine=io_uring --rw=randread \
-        --bs=4k --iodepth=8 --numjobs=4 --size=256m --io_size=$(($1 / 4 * 4))k --cpus_allowed=1 \
-        >/dev/null 2>&1 &
+    dense_job "$LAT_DISK" "$1"
+    fio --name=bg "${JOB[@]}" >/dev/null 2>&1 &
     pid=$!
     within 60 some_queue_polls || { kill $pid; fail "never polled: $(poll_state)"; }
 }

@@ -327,6 +327,18 @@ fn starve(pol: &mut Policy, mut now: u64, inflight: u32) -> (Action, u64) {
     }
 }
 
+/// [`starve`] until the episode ends, which must be as stalled; returns the time it ended.
+fn stall(pol: &mut Policy, now: u64, inflight: u32) -> u64 {
+    let (action, at) = starve(pol, now, inflight);
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
+    at
+}
+
 #[test]
 fn short_silence_with_work_in_flight_is_tolerated() {
     let p = params();
@@ -344,13 +356,7 @@ fn short_silence_with_work_in_flight_is_tolerated() {
 fn silence_longer_than_the_work_in_flight_is_a_stall() {
     let p = params();
     let (mut pol, now) = polling();
-    let (action, at) = starve(&mut pol, now, 30);
-    assert_eq!(
-        action,
-        Action::StopPolling {
-            ending: Ending::Stalled
-        }
-    );
+    let at = stall(&mut pol, now, 30);
     // 30 us of work in flight and one poll interval tolerated: 50 us of silence, 5 waits, is
     // 5 times behind.
     assert_eq!(at, now + 5 * WAIT);
@@ -364,13 +370,7 @@ fn nothing_in_flight_is_due_before_one_service_latency() {
     let (mut pol, now) = polling();
     // 3 in flight at the 1 us gap would be 3 us of work, but none completes sooner than the
     // device's 20 us: 20 us and one 10 us poll interval of silence are tolerated.
-    let (action, at) = starve(&mut pol, now, 3);
-    assert_eq!(
-        action,
-        Action::StopPolling {
-            ending: Ending::Stalled
-        }
-    );
+    let at = stall(&mut pol, now, 3);
     assert_eq!(at, now + 4 * WAIT);
 }
 
@@ -379,13 +379,7 @@ fn silence_tolerance_is_capped_for_deep_queues() {
     let (mut pol, now) = polling();
     // 4096 in flight would be 4 ms of work; silence is cut off after 8 latencies (the 1 ms
     // floor before a longer latency is known) and one poll interval.
-    let (action, at) = starve(&mut pol, now, 4096);
-    assert_eq!(
-        action,
-        Action::StopPolling {
-            ending: Ending::Stalled
-        }
-    );
+    let at = stall(&mut pol, now, 4096);
     assert_eq!(at, now + 1_020 * US);
     let p = params();
     assert_eq!(
@@ -403,13 +397,7 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
     for _ in 0..6 {
         let (action, t) = sample(&mut pol, now, EVERY, timed(4, LATENCY), 32);
         assert!(matches!(action, Action::StartPolling { .. }));
-        let (action, t) = starve(&mut pol, t, 30);
-        assert_eq!(
-            action,
-            Action::StopPolling {
-                ending: Ending::Stalled
-            }
-        );
+        let t = stall(&mut pol, t, 30);
         backoffs.push(pol.backoff_ns());
         now = t + pol.backoff_ns();
         // The backoff holds until it expires.
@@ -462,13 +450,7 @@ fn an_episode_that_paid_off_resets_the_failure_count() {
     let (action, t) = sample(&mut pol, t + EVERY, EVERY, timed(4, LATENCY), 32);
     assert!(matches!(action, Action::StartPolling { .. }));
     let t = keep_up(&mut pol, t, MIN_PRODUCTIVE_POLLS);
-    let (action, _) = starve(&mut pol, t, 30);
-    assert_eq!(
-        action,
-        Action::StopPolling {
-            ending: Ending::Stalled
-        }
-    );
+    stall(&mut pol, t, 30);
     assert_eq!(pol.failures(), 0);
 }
 
