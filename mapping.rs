@@ -167,8 +167,8 @@ enum Meta {
 pub(crate) struct Iod {
     data: Data,
     meta: Meta,
-    /// When the command went to the submission queue, on the adaptive policy's clock; 0 when
-    /// the queue does not measure its latency.
+    /// When the command was submitted, on the adaptive policy's clock (blk-mq's stamp where it
+    /// has one); 0 when the queue does not measure its latency.
     pub(crate) submitted_ns: u64,
 }
 

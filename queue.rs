@@ -24,7 +24,6 @@ use kernel::{
         },
         Arc, SpinLock, SpinLockIrq,
     },
-    time::{Instant, Monotonic},
 };
 
 use crate::{
@@ -35,7 +34,7 @@ use crate::{
     regs::Doorbells,
     stats::{CqTallies, QueueStats, Tally},
     sys::{
-        blk::{Batch, LocalRqList, Request, Status, Tags},
+        blk::{self, Batch, LocalRqList, Request, Status, Tags},
         dma::Unbindable,
         hrtimer::PollTimer,
         irq::{Irq, LineSlot},
@@ -248,8 +247,6 @@ pub(crate) struct Queue {
     /// wide: the kernel crate reaches those atomics without a call.
     tail_seen: Atomic<i16>,
     pub(crate) stats: Arc<QueueStats>,
-    /// Start of the clock the policy sees.
-    epoch: Instant<Monotonic>,
 }
 
 crate::impl_has_irq_line!(Queue, line);
@@ -309,7 +306,6 @@ impl Queue {
                 delete_failed: Atomic::new(false),
                 tail_seen: Atomic::new(0),
                 stats,
-                epoch: Instant::now(),
             }? Error))
         })
     }
@@ -636,7 +632,7 @@ impl Queue {
     fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
-        rq.pdu().submitted_ns = self.submission_time(&sq);
+        rq.pdu().submitted_ns = self.submission_time(&sq, rq, retried, &mut None);
         self.copy_command(&mut sq, rq.command())?;
         sq.submitted.add(1, &self.stats.submitted);
         if retried {
@@ -653,16 +649,17 @@ impl Queue {
     pub(crate) fn submit_list(&self, list: &mut LocalRqList<Iod>) {
         {
             let mut sq = self.sq.lock();
-            let now = self.submission_time(&sq);
+            let mut now = None;
             let mut any = false;
             while let Some(mut rq) = list.pop() {
-                rq.pdu().submitted_ns = now;
+                let retried = rq.retries() > 0;
+                rq.pdu().submitted_ns = self.submission_time(&sq, &rq, retried, &mut now);
                 if self.copy_command(&mut sq, rq.command()).is_err() {
                     list.push(rq);
                     break;
                 }
                 sq.submitted.add(1, &self.stats.submitted);
-                if rq.retries() > 0 {
+                if retried {
                     self.stats.retries.add(1);
                 }
                 any = true;
@@ -678,13 +675,23 @@ impl Queue {
     }
 
     /// The time to record for a submission: only a queue that may poll measures its latency.
+    /// blk-mq's stamp serves where it is the submission's (not for a retry, whose stamp is the
+    /// first attempt's): it reads the clock once per plug, not once per command. Otherwise the
+    /// clock is read once per call site, kept in `now`.
     #[inline]
-    fn submission_time(&self, sq: &Sq) -> u64 {
-        if sq.owns_vector && params::adaptive() {
-            self.now_ns()
-        } else {
-            0
+    fn submission_time(
+        &self,
+        sq: &Sq,
+        rq: &Request<Iod>,
+        retried: bool,
+        now: &mut Option<u64>,
+    ) -> u64 {
+        if !sq.owns_vector || !params::adaptive() {
+            return 0;
         }
+        rq.accounted_since_ns()
+            .filter(|_| !retried)
+            .unwrap_or_else(|| *now.get_or_insert_with(blk::clock_ns))
     }
 
     #[inline]
@@ -870,9 +877,9 @@ impl Queue {
             .min(u32::MAX.into()) as u32
     }
 
-    /// Nanoseconds on the policy's clock.
+    /// Nanoseconds on the policy's clock, blk-mq's (submissions may carry its stamps).
     pub(crate) fn now_ns(&self) -> u64 {
-        (Instant::<Monotonic>::now() - self.epoch).as_nanos() as u64
+        blk::clock_ns()
     }
 
     /// Shows the policy's state in the statistics, if it changed.

@@ -60,6 +60,14 @@ pub(super) const fn check_pdu<P>() {
     assert!(core::mem::align_of::<P>() <= 8);
 }
 
+/// Nanoseconds on the clock blk-mq stamps requests with (`ktime_get_ns`, monotonic).
+pub(crate) fn clock_ns() -> u64 {
+    // SAFETY: `ktime_get` may be called in any context but NMI, where the driver never runs.
+    let now = unsafe { bindings::ktime_get() };
+    // ktime_t is never negative.
+    now as u64
+}
+
 /// A request the driver holds: between `queue_rq` and its completion, or inside a blk-mq
 /// callback that hands it over. Carries the transport's per-request data `P`.
 ///
@@ -151,6 +159,19 @@ impl<P: Default> Request<P> {
         // SAFETY: the PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
         // other user while the driver holds the request; `Command` has the same layout.
         unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() }
+    }
+
+    /// When the block layer started accounting the request, on [`clock_ns`]'s clock, if that
+    /// is when it was submitted: blk-mq stamps it once the request is built from its bio
+    /// (`blk_account_io_start`, with I/O statistics on, the default), which is its submission
+    /// unless an I/O scheduler held it since.
+    pub(crate) fn accounted_since_ns(&self) -> Option<u64> {
+        const IO_STAT: bindings::req_flags_t = 1 << bindings::rqf_flags___RQF_IO_STAT;
+        const USE_SCHED: bindings::req_flags_t = 1 << bindings::rqf_flags___RQF_USE_SCHED;
+        // SAFETY: the request is live (type invariant); blk-mq set both fields before handing
+        // it to the driver and leaves them alone while the driver holds it.
+        let (flags, start) = unsafe { ((*self.raw()).rq_flags, (*self.raw()).start_time_ns) };
+        (flags & (IO_STAT | USE_SCHED) == IO_STAT).then_some(start)
     }
 
     /// The blk-mq tag.

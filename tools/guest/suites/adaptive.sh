@@ -67,13 +67,19 @@ measure() {
     echo "$((c1 - c0)) $((i1 - i0)) $((e1 - e0)) $((p1 - p0))"
 }
 
-# The policy's view of controller $1's busiest queue (most completions), for failure messages.
-policy_digest() {
-    best= most=-1
+# The statistics file of controller $1's busiest queue (most completions), in REPLY.
+busiest_queue() {
+    local best= most=-1 f
     for f in $(queue_files "$1"); do
         qget "$f" completed && [ "$REPLY" -gt "$most" ] && most=$REPLY best=$f
     done
-    queue_digest "$best"
+    REPLY=$best
+}
+
+# The policy's view of controller $1's busiest queue, for failure messages.
+policy_digest() {
+    busiest_queue "$1"
+    queue_digest "$REPLY"
 }
 
 # Under the dense load the queue of disk $1 (controller $2) polls most completions with the
@@ -106,6 +112,19 @@ dense_polls() {
 dense_queue_polls_at_20ms() {
     lat || return 1
     dense_polls "$LAT_DISK" "$LAT_CTRL"
+}
+
+# The service latency the dense queue measured (each command from its submission to its reap,
+# the submission stamped by blk-mq or by the driver) is the device's 20 ms, plus what emulation
+# adds but far less than another 20 ms: a stamp on another clock, or none, is far outside.
+latency_measured_at_20ms() {
+    lat || return 1
+    dense_load "$LAT_DISK" 512 || return 1
+    busiest_queue "$LAT_CTRL"
+    qget "$REPLY" latency_ns || fail "$LAT_CTRL: no latency_ns in $REPLY"
+    [ "$REPLY" -ge 20000000 ] && [ "$REPLY" -lt 40000000 ] ||
+        fail "$LAT_CTRL: measured a latency of $REPLY ns on the 20 ms device ($(policy_digest "$LAT_CTRL"))"
+    echo "$LAT_CTRL: $REPLY ns"
 }
 
 # At QD 1 a poll could never collect two completions: the queue stays on interrupts.
@@ -222,6 +241,7 @@ unbind_while_polling() {
 
 check setup setup_adaptive
 check dense-queue-polls-at-20ms dense_queue_polls_at_20ms
+check latency-measured-at-20ms latency_measured_at_20ms
 check sparse-queue-stays sparse_queue_stays
 check sparse-queue-stays-at-20ms sparse_queue_stays_at_20ms
 check back-on-interrupts back_on_interrupts
