@@ -244,7 +244,8 @@ pub(crate) struct Queue {
     deleted: Waiter,
     delete_failed: Atomic<bool>,
     /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock). 16 bits
-    /// wide: the kernel crate reaches those atomics without a call.
+    /// wide: the kernel crate reaches those atomics without its out-of-line
+    /// `AtomicRepr::as_ptr` (only the C helper is called).
     tail_seen: Atomic<i16>,
     pub(crate) stats: Arc<QueueStats>,
 }
