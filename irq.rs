@@ -28,9 +28,12 @@ impl Handler for Queue {
         let Some(irq) = self.own_irq() else {
             return reaped > 0;
         };
+        let inflight = self.inflight(&cq);
+        if cq.adaptive.policy.skip_lone_irq(reaped, inflight) {
+            return reaped > 0;
+        }
         let params = cq.adaptive.params.current();
         let now = self.now_ns();
-        let inflight = self.inflight(&cq);
         let found = cq.adaptive.reaped(reaped, now);
         let action = cq.adaptive.policy.on_irq(now, found, inflight, &params);
         if let Action::StartPolling { wait_ns } = action {

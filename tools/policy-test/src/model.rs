@@ -363,8 +363,11 @@ impl Model {
         }
         self.out.reaped_by_irq += u64::from(n);
         let mut fixed = self.costs.irq_ns;
-        if let Action::StartPolling { wait_ns } =
-            self.pol.on_irq(now, reaped, self.inflight, &self.p)
+        // As the driver's handler: a lone completion skips the rest of the policy.
+        let skipped = self.pol.skip_lone_irq(n, self.inflight);
+        if let Action::StartPolling { wait_ns } = (!skipped)
+            .then(|| self.pol.on_irq(now, reaped, self.inflight, &self.p))
+            .unwrap_or(Action::Stay)
         {
             assert!(
                 wait_ns <= self.p.max_delay_ns,
