@@ -22,7 +22,7 @@ impl Expiry for Queue {
         let now = self.now_ns();
         let stats = &self.stats;
         stats.count_expiry(&mut cq.tallies, reaped);
-        let mut params = cq.adaptive.params.current();
+        let mut params = *cq.adaptive.params.current();
         // Teardown and CPU hotplug end the episode the way switching adaptive polling off
         // does.
         params.enabled &= cq.adaptive.allowed();

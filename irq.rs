@@ -32,10 +32,11 @@ impl Handler for Queue {
         if cq.adaptive.policy.skip_lone_irq(reaped, inflight) {
             return reaped > 0;
         }
-        let params = cq.adaptive.params.current();
         let now = self.now_ns();
-        let found = cq.adaptive.reaped(reaped, now);
-        let action = cq.adaptive.policy.on_irq(now, found, inflight, &params);
+        let adaptive = &mut cq.adaptive;
+        let found = adaptive.reaped(reaped, now);
+        let params = adaptive.params.current();
+        let action = adaptive.policy.on_irq(now, found, inflight, params);
         if let Action::StartPolling { wait_ns } = action {
             self.stats.episodes.add(1);
             self.stats.masked.set(1);

@@ -114,13 +114,19 @@ impl PolicyParams {
     }
 
     /// The parameters now.
-    pub(crate) fn current(&mut self) -> Params {
+    #[inline]
+    pub(crate) fn current(&mut self) -> &Params {
         let writes = params::writes();
         if writes != self.writes {
-            self.writes = writes;
-            self.params = policy();
+            self.refresh(writes);
         }
-        self.params
+        &self.params
+    }
+
+    #[cold]
+    fn refresh(&mut self, writes: u32) {
+        self.writes = writes;
+        self.params = policy();
     }
 }
 

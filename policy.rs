@@ -560,8 +560,10 @@ impl Policy {
         };
         // Before the first sample ends, the completions at hand are the only latency known: a
         // device slower than the idle floor must not look idle between its completions. (Their
-        // mean is only worked out for a gap that already looks idle.)
-        if since_last > self.idle_ns()
+        // mean is only worked out for a gap that already looks idle, and the idle time only for
+        // one longer than its floor.)
+        if since_last > IDLE_FLOOR_NS
+            && since_last > self.idle_ns()
             && since_last
                 > reaped
                     .mean_latency_ns()

@@ -883,11 +883,16 @@ impl Queue {
         blk::clock_ns()
     }
 
-    /// Shows the policy's state in the statistics, if it changed.
+    /// Shows the policy's state in the statistics, if it changed (after most interrupts it
+    /// did not: the check is inlined, the update is not).
+    #[inline(always)]
     pub(crate) fn publish(&self, policy: &mut Policy) {
-        if !policy.take_changed() {
-            return;
+        if policy.take_changed() {
+            self.show(policy);
         }
+    }
+
+    fn show(&self, policy: &Policy) {
         self.stats.set_stage(policy.stage());
         self.stats.set_estimates(&policy.estimates());
         self.stats.wait_ns.set(policy.wait_ns());
