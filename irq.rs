@@ -25,13 +25,13 @@ impl Handler for Queue {
         if !cq.adaptive.allowed() || !params::adaptive() {
             return reaped > 0;
         }
-        let Some(irq) = self.own_irq() else {
-            return reaped > 0;
-        };
         let inflight = self.inflight(&cq);
         if cq.adaptive.policy.skip_lone_irq(reaped, inflight) {
             return reaped > 0;
         }
+        let Some(irq) = self.own_irq() else {
+            return reaped > 0;
+        };
         let now = self.now_ns();
         let adaptive = &mut cq.adaptive;
         let found = adaptive.reaped(reaped, now);
