@@ -293,13 +293,17 @@ fn average_segment(rq: &Request<Iod>) -> u32 {
 /// Maps a one-segment request directly (no iterator); `again` when only the iterator can.
 #[inline(always)]
 fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), Status> {
-    let seg = rq.first_segment();
+    // Without SGLs, two PRP entries must describe it: it may end at most two pages after the
+    // start of its first.
+    let max_end = if sgl == SglUse::Unsupported {
+        2 * PAGE
+    } else {
+        u32::MAX
+    };
+    let seg = rq.map_first_segment(f, max_end)?;
     let offset = seg.offset & (PAGE - 1);
     let prp_possible = offset + seg.len <= 2 * PAGE;
-    if (sgl == SglUse::Unsupported && !prp_possible) || seg.p2p {
-        return Err(Status::again());
-    }
-    let addr = rq.map_first_segment(f).ok_or_else(Status::resource)?;
+    let addr = seg.addr;
     rq.pdu().data = Data::Single { addr, len: seg.len };
     let cmd = rq.command();
     if sgl == SglUse::Forced || !prp_possible {

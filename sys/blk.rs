@@ -46,7 +46,7 @@ impl Status {
         Self(raw)
     }
 
-    fn from_raw(raw: u8) -> Result<(), Self> {
+    pub(super) fn from_raw(raw: u8) -> Result<(), Self> {
         if raw == 0 {
             Ok(())
         } else {

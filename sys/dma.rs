@@ -12,7 +12,11 @@ use kernel::{
     prelude::*,
 };
 
-use super::{blk::Request, ffi, pci::Function};
+use super::{
+    blk::{Request, Status},
+    ffi::{self, FirstSegment},
+    pci::Function,
+};
 
 /// How a mapped range reaches the device (peer-to-peer DMA or memory).
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
@@ -71,15 +75,6 @@ impl Step {
     }
 }
 
-/// The first data segment of a request, before mapping.
-pub(crate) struct FirstSegment {
-    /// Offset in its page.
-    pub(crate) offset: u32,
-    pub(crate) len: u32,
-    /// Peer-to-peer memory: the iterator must map it.
-    pub(crate) p2p: bool,
-}
-
 macro_rules! iter_fns {
     ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
         $(
@@ -96,20 +91,20 @@ macro_rules! iter_fns {
 }
 
 impl<P: Default> Request<P> {
+    /// Maps the first (only) data segment, if it is in memory (not p2p) and its offset in its
+    /// page plus its length is at most `max_end`; `again` when only the iterator can map it.
+    /// Undone with [`Request::unmap_page`].
     #[inline(always)]
-    pub(crate) fn first_segment(&self) -> FirstSegment {
-        let (mut offset, mut len, mut p2p) = (0, 0, false);
-        // SAFETY: the request is live and has data (the caller checked its segment count).
-        unsafe { ffi::nva_rq_first_bvec(self.raw(), &mut offset, &mut len, &mut p2p) };
-        FirstSegment { offset, len, p2p }
-    }
-
-    /// Maps the first (only) data segment; undone with [`Request::unmap_page`].
-    #[inline(always)]
-    pub(crate) fn map_first_segment(&self, f: &Function) -> Option<u64> {
-        let mut addr = 0;
-        // SAFETY: the request is live, has data, and `f` is its controller's function.
-        unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), &mut addr) }.then_some(addr)
+    pub(crate) fn map_first_segment(
+        &self,
+        f: &Function,
+        max_end: u32,
+    ) -> Result<FirstSegment, Status> {
+        let mut seg = FirstSegment::default();
+        // SAFETY: the request is live and has data (the caller checked its segment count), `f`
+        // is its controller's function, and `seg` is valid for writes.
+        let status = unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut seg) };
+        Status::from_raw(status).map(|()| seg)
     }
 
     /// Unmaps what [`Request::map_first_segment`] mapped.

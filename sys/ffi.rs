@@ -30,6 +30,16 @@ pub(crate) struct DmaSeg {
     pub(crate) p2p: u8,
 }
 
+/// `struct nva_first_seg`: a request's first data segment, mapped directly.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FirstSegment {
+    pub(crate) addr: u64,
+    /// Offset in its page.
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+}
+
 extern "C" {
     pub(crate) static nva_iod_cmd_offset: usize;
     pub(crate) static nva_iod_rust_offset: usize;
@@ -199,13 +209,12 @@ extern "C" {
         q: *mut c_void,
     ) -> c_int;
 
-    pub(crate) fn nva_rq_first_bvec(
+    pub(crate) fn nva_map_first_bvec(
         rq: *mut request,
-        offset: *mut u32,
-        len: *mut u32,
-        p2p: *mut bool,
-    );
-    pub(crate) fn nva_map_first_bvec(rq: *mut request, dev: *mut device, addr: *mut u64) -> bool;
+        dev: *mut device,
+        max_end: u32,
+        seg: *mut FirstSegment,
+    ) -> u8;
     pub(crate) fn nva_unmap_page(rq: *mut request, dev: *mut device, addr: u64, len: u32);
     pub(crate) fn nva_dma_iter_start(rq: *mut request, dev: *mut device, seg: *mut DmaSeg) -> bool;
     pub(crate) fn nva_dma_iter_next(rq: *mut request, dev: *mut device, seg: *mut DmaSeg) -> bool;

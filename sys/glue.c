@@ -62,6 +62,13 @@ struct nva_dma_seg {
 	u8 p2p;
 };
 
+/* A request's first data segment, mapped directly; its offset is within its page. */
+struct nva_first_seg {
+	u64 addr;
+	u32 offset;
+	u32 len;
+};
+
 /* Implemented in Rust. */
 int nva_rust_probe(struct pci_dev *pdev, unsigned long quirks);
 void nva_rust_remove(void *t);
@@ -798,26 +805,27 @@ static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
 	seg->p2p = iter->p2pdma.map;
 }
 
-/* The first (and only) data segment: its offset in its page, its length, whether it is p2p. */
-void nva_rq_first_bvec(struct request *rq, u32 *offset, u32 *len, bool *p2p)
+/*
+ * Maps the first (only) data segment into @seg, unless it lies in p2p memory or its offset in
+ * its controller page plus its length exceeds @max_end: then BLK_STS_AGAIN, the DMA iterator
+ * must map it. One call for looking and mapping: this runs for most I/Os.
+ */
+blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
+				struct nva_first_seg *seg)
 {
 	struct bio_vec bv = req_bvec(rq);
+	dma_addr_t dma;
 
-	*offset = bv.bv_offset;
-	*len = bv.bv_len;
-	*p2p = is_pci_p2pdma_page(bv.bv_page);
-}
-
-/* Maps the first data segment; false when the mapping failed. */
-bool nva_map_first_bvec(struct request *rq, struct device *dev, u64 *addr)
-{
-	struct bio_vec bv = req_bvec(rq);
-	dma_addr_t dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
-
+	if (bv.bv_len > max_end - min(max_end, bv.bv_offset & (NVME_CTRL_PAGE_SIZE - 1)) ||
+	    is_pci_p2pdma_page(bv.bv_page))
+		return BLK_STS_AGAIN;
+	dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
 	if (dma_mapping_error(dev, dma))
-		return false;
-	*addr = dma;
-	return true;
+		return BLK_STS_RESOURCE;
+	seg->addr = dma;
+	seg->offset = bv.bv_offset;
+	seg->len = bv.bv_len;
+	return BLK_STS_OK;
 }
 
 void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len)
