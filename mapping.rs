@@ -300,17 +300,17 @@ fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), St
     } else {
         u32::MAX
     };
-    let seg = rq.map_first_segment(f, max_end)?;
-    let offset = seg.offset & (PAGE - 1);
-    let prp_possible = offset + seg.len <= 2 * PAGE;
-    let addr = seg.addr;
-    rq.pdu().data = Data::Single { addr, len: seg.len };
+    let (addr, len) = rq.map_first_segment(f, max_end)?;
+    // The mapping keeps the segment's offset in its page (the DMA alignment mask).
+    let offset = addr as u32 & (PAGE - 1);
+    let prp_possible = offset + len <= 2 * PAGE;
+    rq.pdu().data = Data::Single { addr, len };
     let cmd = rq.command();
     if sgl == SglUse::Forced || !prp_possible {
-        cmd.set_sgl(SglDescriptor::data(addr, seg.len));
+        cmd.set_sgl(SglDescriptor::data(addr, len));
     } else {
         let first_len = PAGE - offset;
-        let prp2 = if seg.len > first_len {
+        let prp2 = if len > first_len {
             addr + u64::from(first_len)
         } else {
             0

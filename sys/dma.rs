@@ -14,7 +14,7 @@ use kernel::{
 
 use super::{
     blk::{Request, Status},
-    ffi::{self, FirstSegment},
+    ffi,
     pci::Function,
 };
 
@@ -93,18 +93,18 @@ macro_rules! iter_fns {
 impl<P: Default> Request<P> {
     /// Maps the first (only) data segment, if it is in memory (not p2p) and its offset in its
     /// page plus its length is at most `max_end`; `again` when only the iterator can map it.
-    /// Undone with [`Request::unmap_page`].
+    /// Returns its DMA address and length; undone with [`Request::unmap_page`].
     #[inline(always)]
     pub(crate) fn map_first_segment(
         &self,
         f: &Function,
         max_end: u32,
-    ) -> Result<FirstSegment, Status> {
-        let mut seg = FirstSegment::default();
+    ) -> Result<(u64, u32), Status> {
+        let mut seg = ffi::DmaSeg::default();
         // SAFETY: the request is live and has data (the caller checked its segment count), `f`
         // is its controller's function, and `seg` is valid for writes.
         let status = unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut seg) };
-        Status::from_raw(status).map(|()| seg)
+        Status::from_raw(status).map(|()| (seg.addr, seg.len))
     }
 
     /// Unmaps what [`Request::map_first_segment`] mapped.

@@ -20,7 +20,8 @@ pub(crate) struct NvaCtrl {
     _opaque: [u8; 0],
 }
 
-/// `struct nva_dma_seg`: one DMA range from the block layer's mapping iterators.
+/// `struct nva_dma_seg`: one DMA range from the block layer's mapping iterators, or a
+/// request's one segment mapped directly.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct DmaSeg {
@@ -28,16 +29,6 @@ pub(crate) struct DmaSeg {
     pub(crate) len: u32,
     pub(crate) status: u8,
     pub(crate) p2p: u8,
-}
-
-/// `struct nva_first_seg`: a request's first data segment, mapped directly.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct FirstSegment {
-    pub(crate) addr: u64,
-    /// Offset in its page.
-    pub(crate) offset: u32,
-    pub(crate) len: u32,
 }
 
 extern "C" {
@@ -213,7 +204,7 @@ extern "C" {
         rq: *mut request,
         dev: *mut device,
         max_end: u32,
-        seg: *mut FirstSegment,
+        seg: *mut DmaSeg,
     ) -> u8;
     pub(crate) fn nva_unmap_page(rq: *mut request, dev: *mut device, addr: u64, len: u32);
     pub(crate) fn nva_dma_iter_start(rq: *mut request, dev: *mut device, seg: *mut DmaSeg) -> bool;

@@ -62,13 +62,6 @@ struct nva_dma_seg {
 	u8 p2p;
 };
 
-/* A request's first data segment, mapped directly; its offset is within its page. */
-struct nva_first_seg {
-	u64 addr;
-	u32 offset;
-	u32 len;
-};
-
 /* Implemented in Rust. */
 int nva_rust_probe(struct pci_dev *pdev, unsigned long quirks);
 void nva_rust_remove(void *t);
@@ -806,24 +799,24 @@ static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
 }
 
 /*
- * Maps the first (only) data segment into @seg, unless it lies in p2p memory or its offset in
- * its controller page plus its length exceeds @max_end: then BLK_STS_AGAIN, the DMA iterator
- * must map it. One call for looking and mapping: this runs for most I/Os.
+ * Maps the first (only) data segment into @seg's address and length, unless it lies in p2p
+ * memory or its offset in its controller page plus its length exceeds @max_end: then
+ * BLK_STS_AGAIN, the DMA iterator must map it. One call for looking and mapping: this runs for
+ * most I/Os.
  */
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
-				struct nva_first_seg *seg)
+				struct nva_dma_seg *seg)
 {
 	struct bio_vec bv = req_bvec(rq);
 	dma_addr_t dma;
 
-	if (bv.bv_len > max_end - min(max_end, bv.bv_offset & (NVME_CTRL_PAGE_SIZE - 1)) ||
+	if ((u64)(bv.bv_offset & (NVME_CTRL_PAGE_SIZE - 1)) + bv.bv_len > max_end ||
 	    is_pci_p2pdma_page(bv.bv_page))
 		return BLK_STS_AGAIN;
 	dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
 	if (dma_mapping_error(dev, dma))
 		return BLK_STS_RESOURCE;
 	seg->addr = dma;
-	seg->offset = bv.bv_offset;
 	seg->len = bv.bv_len;
 	return BLK_STS_OK;
 }

@@ -14,7 +14,6 @@
 
 struct nva_ctrl;
 struct nva_dma_seg;
-struct nva_first_seg;
 
 extern const size_t nva_iod_cmd_offset;
 extern const size_t nva_iod_rust_offset;
@@ -158,7 +157,7 @@ bool nva_rq_in_flight(struct request *rq);
 int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid);
 int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid, void *q);
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
-				struct nva_first_seg *seg);
+				struct nva_dma_seg *seg);
 void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len);
 bool nva_dma_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
 bool nva_dma_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
