@@ -127,7 +127,7 @@ fn sparse_queue_stays_on_interrupts() {
 #[test]
 fn a_lone_completion_skips_the_policy_only_while_sampling() {
     let p = params();
-    let mut pol = Policy::new();
+    let pol = Policy::new();
     // At most one command on the device: nothing to batch, no clock read needed.
     assert!(pol.skip_lone_irq(1, 0));
     assert!(pol.skip_lone_irq(0, 0));
