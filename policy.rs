@@ -542,8 +542,20 @@ impl Policy {
         match self.stage {
             // The timer owns a polling queue; an interrupt slipping through changes nothing.
             Stage::Poll => return Action::Stay,
-            Stage::Backoff if now < self.backoff_until => return Action::Stay,
+            // Silence counts from the backoff's start at the earliest: polls, not interrupts,
+            // saw the queue busy until then.
+            Stage::Backoff
+                if now < self.backoff_until
+                    && since_last.min(
+                        now.saturating_sub(self.backoff_until.saturating_sub(self.backoff_ns)),
+                    ) <= self.idle_ns() =>
+            {
+                return Action::Stay
+            }
             Stage::Backoff => {
+                if now < self.backoff_until {
+                    self.forget_episodes();
+                }
                 // What this interrupt reaped arrived before the new sample began.
                 self.restart_sample(now);
                 return Action::Stay;
@@ -570,6 +582,7 @@ impl Policy {
                     .unwrap_or(0)
                     .saturating_mul(IDLE_LATENCIES)
         {
+            self.forget_episodes();
             self.restart_sample(now);
             return Action::Stay;
         }
@@ -626,6 +639,12 @@ impl Policy {
         Action::StartPolling {
             wait_ns: plan.wait_ns,
         }
+    }
+
+    /// The queue went idle: the load that comes next is another, so the episodes of the last
+    /// one no longer count (their failures and the backoff they grew).
+    fn forget_episodes(&mut self) {
+        self.failures = 0;
     }
 
     /// Only polls measure the timer's lateness and the wait's correction, so with each sample

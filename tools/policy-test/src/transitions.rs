@@ -415,7 +415,6 @@ fn silence_tolerance_is_capped_for_deep_queues() {
 
 #[test]
 fn backoff_grows_on_repeated_failures_and_is_capped() {
-    let p = params();
     let mut pol = Policy::new();
     let mut now = 0;
     let mut backoffs = Vec::new();
@@ -424,10 +423,8 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
         assert!(matches!(action, Action::StartPolling { .. }));
         let t = stall(&mut pol, t, 30);
         backoffs.push(pol.backoff_ns());
-        now = t + pol.backoff_ns();
         // The backoff holds until it expires.
-        assert_eq!(pol.on_irq(now - 1, timed(4, LATENCY), 32, &p), Action::Stay);
-        assert_eq!(pol.stage(), Stage::Backoff);
+        now = busy_backoff(&mut pol, t);
     }
     // 5 behind: 5 ms, then doubling per failure, capped at 10 ms.
     assert_eq!(
@@ -436,17 +433,26 @@ fn backoff_grows_on_repeated_failures_and_is_capped() {
     );
 }
 
+/// Interrupts of the dense stream from `from` while the backoff lasts, none of which ends it;
+/// returns when it ends.
+fn busy_backoff(pol: &mut Policy, from: u64) -> u64 {
+    let p = params();
+    let until = from + pol.backoff_ns();
+    let mut now = from + EVERY;
+    while now < until {
+        assert_eq!(pol.on_irq(now, timed(4, LATENCY), 32, &p), Action::Stay);
+        assert_eq!(pol.stage(), Stage::Backoff);
+        now += EVERY;
+    }
+    until
+}
+
 #[test]
 fn backoff_expiry_returns_to_sampling() {
     let p = params();
     let (mut pol, now) = polling();
     let (_, t) = starve(&mut pol, now, 30);
-    let until = t + pol.backoff_ns();
-    assert_eq!(
-        pol.on_irq(until - 1, timed(4, LATENCY), 32, &p),
-        Action::Stay
-    );
-    assert_eq!(pol.stage(), Stage::Backoff);
+    let until = busy_backoff(&mut pol, t);
     assert_eq!(pol.on_irq(until, timed(4, LATENCY), 32, &p), Action::Stay);
     assert_eq!(pol.stage(), Stage::Sample);
     let (action, _) = sample(&mut pol, until + EVERY, EVERY, timed(4, LATENCY), 32);
@@ -562,6 +568,25 @@ fn idle_right_after_starting_backs_off() {
     );
     assert_eq!(pol.stage(), Stage::Backoff);
     assert_eq!(pol.backoff_ns(), p.backoff_ns);
+}
+
+#[test]
+fn an_idle_queue_forgets_its_failed_episodes() {
+    let p = params();
+    let (mut pol, now) = polling();
+    let (_, t) = starve(&mut pol, now, 30);
+    assert_eq!(pol.stage(), Stage::Backoff);
+    assert_eq!(pol.failures(), 1);
+    // Silent for longer than the idle gap (the 1 ms floor), then a new load: no backoff left,
+    // no failure counted.
+    let until = t + pol.backoff_ns();
+    let t = t + 1_001 * US;
+    assert!(t < until);
+    assert_eq!(pol.on_irq(t, timed(4, LATENCY), 32, &p), Action::Stay);
+    assert_eq!(pol.stage(), Stage::Sample);
+    assert_eq!(pol.failures(), 0);
+    let (action, _) = sample(&mut pol, t + EVERY, EVERY, timed(4, LATENCY), 32);
+    assert!(matches!(action, Action::StartPolling { .. }), "{action:?}");
 }
 
 #[test]
