@@ -396,7 +396,8 @@ pub(crate) struct Policy {
     sample_depth: u64,
     sample_timed: u64,
     sample_latency_sum: u64,
-    /// Time of the last interrupt event (to notice an idle queue).
+    /// Time of the last interrupt event, or of the start of the current backoff if later (to
+    /// notice an idle queue: until the backoff, polls saw it busy).
     last_irq: u64,
     est: Estimates,
     /// Wait requested from the timer for the current or last poll, the batch it aims at, and
@@ -542,13 +543,10 @@ impl Policy {
         match self.stage {
             // The timer owns a polling queue; an interrupt slipping through changes nothing.
             Stage::Poll => return Action::Stay,
-            // Silence counts from the backoff's start at the earliest: polls, not interrupts,
-            // saw the queue busy until then.
+            // Interrupts usually come well within the idle floor: no idle time worked out then.
             Stage::Backoff
                 if now < self.backoff_until
-                    && since_last.min(
-                        now.saturating_sub(self.backoff_until.saturating_sub(self.backoff_ns)),
-                    ) <= self.idle_ns() =>
+                    && (since_last <= IDLE_FLOOR_NS || since_last <= self.idle_ns()) =>
             {
                 return Action::Stay
             }
@@ -867,6 +865,7 @@ impl Policy {
             self.stage = Stage::Backoff;
             self.backoff_until = now.saturating_add(backoff);
             self.sample_start = None;
+            self.last_irq = now;
         }
         Action::StopPolling { ending }
     }

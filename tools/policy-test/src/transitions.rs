@@ -590,6 +590,25 @@ fn an_idle_queue_forgets_its_failed_episodes() {
 }
 
 #[test]
+fn a_backoff_after_a_long_episode_is_not_idle() {
+    let (mut pol, now) = polling();
+    // Polls for longer than the idle gap (adding the latency the wait aims at, so that it
+    // stays): no interrupt meanwhile, yet the queue was busy.
+    let p = params();
+    let aimed = LATENCY * u64::from(p.budget_percent) / 100 * 85 / 100;
+    let mut now = now;
+    for _ in 0..200 {
+        now += pol.wait_ns();
+        let a = pol.on_timer(now, 0, timed(10, LATENCY + aimed), 22, &p);
+        assert_eq!(a, Action::Rearm { wait_ns: WAIT });
+    }
+    let (_, t) = starve(&mut pol, now, 30);
+    assert_eq!(pol.stage(), Stage::Backoff);
+    // The interrupts that come during the backoff do not end it.
+    busy_backoff(&mut pol, t);
+}
+
+#[test]
 fn episode_is_capped_and_resamples_without_backoff() {
     let mut p = params();
     p.episode_polls = 16;
