@@ -886,12 +886,10 @@ impl Transport for Controller {
         } else {
             nvme::possible_queues() + poll
         };
-        let io_depth = (params::io_queue_depth() as u16).max(admin_depth() + 2);
         let mut queues = KVec::with_capacity(io_queues as usize + 1, GFP_KERNEL)?;
         for qid in 0..=io_queues as u16 {
-            let depth = if qid == 0 { admin_depth() } else { io_depth };
             queues.push(
-                KBox::pin_init(Queue::new(qid, hw.clone(), depth), GFP_KERNEL)?,
+                KBox::pin_init(Queue::new(qid, hw.clone()), GFP_KERNEL)?,
                 GFP_KERNEL,
             )?;
         }
@@ -1241,7 +1239,7 @@ impl Transport for Controller {
             _ => {}
         }
         let opcode = rq.opcode();
-        if q.qid == 0 || q.is_aborted(tag) {
+        if q.qid == 0 || rq.is_aborted() {
             dev_warn!(
                 dev,
                 "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout, reset controller\n",
@@ -1256,7 +1254,7 @@ impl Transport for Controller {
         if !core.abort_limit_take() {
             return true;
         }
-        q.set_aborted(tag);
+        rq.mark_aborted();
         dev_warn!(
             dev,
             "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout, aborting req_op:{} size:{}\n",

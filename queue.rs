@@ -238,8 +238,6 @@ pub(crate) struct Queue {
     /// The CQ's MSI-X vector index.
     vector: Atomic<u32>,
     pub(crate) tags: Tags,
-    /// Per tag: the timeout handler sent an Abort for the command.
-    aborted: KVec<Atomic<bool>>,
     #[pin]
     deleted: Waiter,
     delete_failed: Atomic<bool>,
@@ -254,14 +252,10 @@ crate::impl_has_irq_line!(Queue, line);
 crate::impl_has_poll_timer!(Queue, timer);
 
 impl Queue {
-    /// A queue with room for `max_depth` tags; its rings come with [`Queue::alloc_rings`].
-    pub(crate) fn new(qid: u16, hw: Arc<Hw>, max_depth: u16) -> impl PinInit<Self, Error> {
+    /// A queue without rings; they come with [`Queue::alloc_rings`].
+    pub(crate) fn new(qid: u16, hw: Arc<Hw>) -> impl PinInit<Self, Error> {
         pin_init::pin_init_scope(move || {
             let stats = Arc::new(QueueStats::default(), GFP_KERNEL)?;
-            let mut aborted = KVec::with_capacity(max_depth.into(), GFP_KERNEL)?;
-            for _ in 0..max_depth {
-                aborted.push(Atomic::new(false), GFP_KERNEL)?;
-            }
             Ok(try_pin_init!(Self {
                 line <- LineSlot::new(),
                 timer <- PollTimer::new(),
@@ -302,7 +296,6 @@ impl Queue {
                 own_irq: Atomic::new(0),
                 vector: Atomic::new(0),
                 tags: Tags::none(),
-                aborted,
                 deleted <- Waiter::new(),
                 delete_failed: Atomic::new(false),
                 tail_seen: Atomic::new(0),
@@ -514,26 +507,6 @@ impl Queue {
         self.deleted.complete();
     }
 
-    /// Whether the timeout handler already sent an Abort for the command of `tag`.
-    pub(crate) fn is_aborted(&self, tag: u16) -> bool {
-        self.aborted
-            .get(usize::from(tag))
-            .is_some_and(|a| a.load(Relaxed))
-    }
-
-    pub(crate) fn set_aborted(&self, tag: u16) {
-        if let Some(a) = self.aborted.get(usize::from(tag)) {
-            a.store(true, Relaxed);
-        }
-    }
-
-    #[inline]
-    fn clear_aborted(&self, tag: u16) {
-        if let Some(a) = self.aborted.get(usize::from(tag)) {
-            a.store(false, Relaxed);
-        }
-    }
-
     /// blk-mq's `queue_rq`: the request becomes a command on the ring.
     pub(crate) fn queue_rq(&self, mut rq: Request<Iod>, last: bool) -> Result<(), Status> {
         // blk-mq may still call a dying queue while it drains it.
@@ -555,7 +528,6 @@ impl Queue {
     #[inline(always)]
     pub(crate) fn prep(&self, rq: &mut Request<Iod>) -> Result<(), Status> {
         rq.init_pdu();
-        self.clear_aborted(rq.tag());
         rq.setup_command()?;
         let segments = rq.nr_phys_segments();
         let integrity = rq.has_integrity();

@@ -198,6 +198,8 @@ impl<P: Default> Request<P> {
         retries -> u8 = nva_rq_retries;
         /// Still on the device, as far as blk-mq knows.
         is_in_flight -> bool = nva_rq_in_flight;
+        /// An Abort was sent for this submission of the command ([`Self::mark_aborted`]).
+        is_aborted -> bool = nva_rq_aborted;
     }
 
     /// The block operation's name, for messages.
@@ -226,7 +228,7 @@ impl<P: Default> Request<P> {
         unsafe { ffi::nva_rq_fail_host_path(self.raw()) }
     }
 
-    /// Has nvme-core build the request's command.
+    /// Has nvme-core build the request's command; clears the abort mark of its last submission.
     pub(crate) fn setup_command(&mut self) -> Result<(), Status> {
         // SAFETY: the request is live and not started.
         Status::from_raw(unsafe { ffi::nva_rq_setup_cmd(self.raw()) })
@@ -248,6 +250,12 @@ impl<P: Default> Request<P> {
     pub(crate) fn mark_cancelled(&self) {
         // SAFETY: the request is live.
         unsafe { ffi::nva_rq_mark_cancelled(self.raw()) }
+    }
+
+    /// Marks a request whose command the timeout handler sent an Abort for.
+    pub(crate) fn mark_aborted(&self) {
+        // SAFETY: the request is live.
+        unsafe { ffi::nva_rq_mark_aborted(self.raw()) }
     }
 
     /// Traces the submission queue head the device reported with the request's completion.

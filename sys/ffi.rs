@@ -190,6 +190,8 @@ extern "C" {
     pub(crate) fn nva_rq_is_user_cmd(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_retries(rq: *mut request) -> u8;
     pub(crate) fn nva_rq_mark_cancelled(rq: *mut request);
+    pub(crate) fn nva_rq_mark_aborted(rq: *mut request);
+    pub(crate) fn nva_rq_aborted(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_gaps_within_page(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_in_flight(rq: *mut request) -> bool;
     pub(crate) fn nva_submit_abort(c: *mut NvaCtrl, rq: *mut request, sqid: u16) -> c_int;

@@ -50,6 +50,8 @@ struct nva_iod {
 	struct dma_iova_state dma_state;
 	struct dma_iova_state meta_dma_state;
 	struct blk_dma_iter iter;
+	/* An Abort was sent for the command: its next timeout resets the controller. */
+	bool aborted;
 	u64 rust[];
 };
 
@@ -653,6 +655,8 @@ void nva_rq_fail_host_path(struct request *rq)
 
 blk_status_t nva_rq_setup_cmd(struct request *rq)
 {
+	/* The request is not started: no timeout handler looks at it now. */
+	iod_of(rq)->aborted = false;
 	return nvme_setup_cmd(rq->q->queuedata, rq);
 }
 
@@ -720,6 +724,16 @@ u8 nva_rq_retries(struct request *rq)
 void nva_rq_mark_cancelled(struct request *rq)
 {
 	nvme_req(rq)->flags |= NVME_REQ_CANCELLED;
+}
+
+void nva_rq_mark_aborted(struct request *rq)
+{
+	WRITE_ONCE(iod_of(rq)->aborted, true);
+}
+
+bool nva_rq_aborted(struct request *rq)
+{
+	return READ_ONCE(iod_of(rq)->aborted);
 }
 
 bool nva_rq_gaps_within_page(struct request *rq)

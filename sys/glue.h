@@ -152,6 +152,8 @@ bool nva_rq_has_integrity(struct request *rq);
 bool nva_rq_is_user_cmd(struct request *rq);
 u8 nva_rq_retries(struct request *rq);
 void nva_rq_mark_cancelled(struct request *rq);
+void nva_rq_mark_aborted(struct request *rq);
+bool nva_rq_aborted(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
 bool nva_rq_in_flight(struct request *rq);
 int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid);
