@@ -241,9 +241,9 @@ pub(crate) struct Queue {
     #[pin]
     deleted: Waiter,
     delete_failed: Atomic<bool>,
-    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock). 16 bits
-    /// wide: the kernel crate reaches those atomics without its out-of-line
-    /// `AtomicRepr::as_ptr` (only the C helper is called).
+    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock, and only
+    /// while the trace is on). 16 bits wide: the kernel crate reaches those atomics without its
+    /// out-of-line `AtomicRepr::as_ptr` (only the C helper is called).
     tail_seen: Atomic<i16>,
     pub(crate) stats: Arc<QueueStats>,
 }
@@ -830,7 +830,7 @@ impl Queue {
             }
             return;
         };
-        rq.trace_sq(cqe.sq_head(), self.tail_seen.load(Relaxed) as u16);
+        rq.trace_sq(cqe.sq_head(), &self.tail_seen);
         let submitted = rq.pdu().submitted_ns;
         if submitted != 0 {
             adaptive.timed += 1;

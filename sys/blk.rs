@@ -9,7 +9,7 @@ use core::{
     ptr::NonNull,
     sync::atomic::{AtomicPtr, Ordering},
 };
-use kernel::{bindings, prelude::*, str::CStr};
+use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic};
 
 use super::{ffi, nvme, Transport};
 use crate::cmd::Command;
@@ -258,10 +258,12 @@ impl<P: Default> Request<P> {
         unsafe { ffi::nva_rq_mark_aborted(self.raw()) }
     }
 
-    /// Traces the submission queue head the device reported with the request's completion.
-    pub(crate) fn trace_sq(&self, sq_head: u16, sq_tail: u16) {
-        // SAFETY: the request is live.
-        unsafe { ffi::nva_trace_sq(self.raw(), sq_head, sq_tail) }
+    /// Traces the submission queue head the device reported with the request's completion,
+    /// and the queue's tail, read only if the trace is on.
+    pub(crate) fn trace_sq(&self, sq_head: u16, sq_tail: &Atomic<i16>) {
+        // SAFETY: the request is live; the tail is valid for the call and read with
+        // `READ_ONCE`, as the atomic's own loads are.
+        unsafe { ffi::nva_trace_sq(self.raw(), sq_head, sq_tail.as_ptr()) }
     }
 
     /// Records the device's completion. `None` when the request is finished elsewhere (on the

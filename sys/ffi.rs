@@ -167,7 +167,7 @@ extern "C" {
     pub(crate) fn nva_add_to_batch(rq: *mut request, iob: *mut io_comp_batch) -> bool;
     pub(crate) fn nva_end_batch(iob: *mut io_comp_batch);
     pub(crate) fn nva_complete_rq(rq: *mut request);
-    pub(crate) fn nva_trace_sq(rq: *mut request, sq_head: u16, sq_tail: u16);
+    pub(crate) fn nva_trace_sq(rq: *mut request, sq_head: u16, sq_tail: *const i16);
     pub(crate) fn nva_rq_list_pop(list: *mut rq_list) -> *mut request;
     pub(crate) fn nva_rq_list_add_tail(list: *mut rq_list, rq: *mut request);
     pub(crate) fn nva_rq_list_init(list: *mut rq_list);

@@ -603,9 +603,10 @@ void nva_complete_rq(struct request *rq)
 	nvme_complete_rq(rq);
 }
 
-void nva_trace_sq(struct request *rq, u16 sq_head, u16 sq_tail)
+/* The tail is read only while the tracepoint is on (the compiler sinks the load into it). */
+void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail)
 {
-	trace_nvme_sq(rq, (__force __le16)sq_head, sq_tail);
+	trace_nvme_sq(rq, (__force __le16)sq_head, (u16)READ_ONCE(*sq_tail));
 }
 
 struct request *nva_rq_list_pop(struct rq_list *list)

@@ -128,7 +128,7 @@ bool nva_try_complete_req(struct request *rq, u16 status, u64 result);
 bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob);
 void nva_end_batch(struct io_comp_batch *iob);
 void nva_complete_rq(struct request *rq);
-void nva_trace_sq(struct request *rq, u16 sq_head, u16 sq_tail);
+void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail);
 struct request *nva_rq_list_pop(struct rq_list *list);
 void nva_rq_list_add_tail(struct rq_list *list, struct request *rq);
 void nva_rq_list_init(struct rq_list *list);

@@ -159,6 +159,34 @@ flush_and_fua() {
     echo "$flushes flushes, $fua FUA writes"
 }
 
+# nvme-core's nvme_sq trace of each completion carries the queue's SQ tail (the driver reads
+# its mirror only while the trace is on): at QD 1 every command completes before the next is
+# submitted, so the tail equals the SQ head the controller reports, and it moves on.
+sq_trace_has_the_tail() {
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
+    ev=$TRACING/events/nvme/nvme_sq
+    [ -d $ev ] || fail "no nvme_sq tracepoint ($ev)"
+    echo 0 >$TRACING/tracing_on && : >$TRACING/trace && echo "disk == \"$disk\"" >$ev/filter &&
+        echo 1 >$ev/enable && echo 1 >$TRACING/tracing_on || fail "cannot trace nvme_sq"
+    dd if="/dev/$disk" of=/dev/null bs=4096 count=64 iflag=direct 2>/dev/null
+    ok=$?
+    echo 0 >$TRACING/tracing_on
+    echo 0 >$ev/enable
+    echo 0 >$ev/filter
+    [ $ok = 0 ] || fail "reads failed"
+    # "nvme0: disk=nvme0n1, qid=1, head=5, tail=5": events, those whose tail is not the head,
+    # distinct tails.
+    set -- $(awk '/nvme_sq:/ {
+            match($0, /head=[0-9]+/); h = substr($0, RSTART + 5, RLENGTH - 5)
+            match($0, /tail=[0-9]+/); t = substr($0, RSTART + 5, RLENGTH - 5)
+            n++; if (h != t) bad++; if (!(t in seen)) { seen[t] = 1; tails++ }
+        } END { print n + 0, bad + 0, tails + 0 }' $TRACING/trace)
+    [ "$1" -ge 64 ] || fail "$1 nvme_sq events for 64 reads"
+    [ "$2" = 0 ] || fail "$2 of $1 nvme_sq events trace a tail other than the head at QD 1"
+    [ "$3" -ge 32 ] || fail "$1 nvme_sq events trace only $3 distinct tails"
+    echo "$1 events, $3 distinct tails"
+}
+
 # No completion was dropped as unknown or stale on any bound controller of ours.
 no_bad_completions() {
     n_ctrls=0
@@ -185,6 +213,7 @@ check stock-to-adaptive interchange stock adaptive 0
 check adaptive-to-stock interchange adaptive stock 16777216
 check back-to-adaptive on_driver adaptive
 check flush-and-fua flush_and_fua
+check sq-trace-has-the-tail sq_trace_has_the_tail
 check discard-reads-zeroes discard_reads_zero
 check write-zeroes zeroes_after write-zeroes
 check media-error-is-enodata device_error_is_enodata
