@@ -324,22 +324,32 @@ stat_sum() {
     queue_files "$1" | xargs cat | awk -v k="$2:" '$1 == k { s += $2 } END { print s + 0 }'
 }
 
+TRACING=/sys/kernel/tracing
+
+# trace_start EVENT FILTER: records only tracepoint EVENT (GROUP/NAME) where FILTER holds, into
+# an emptied trace; trace_stop EVENT stops recording and drops the filter (the trace stays).
+trace_start() {
+    echo 0 >$TRACING/tracing_on && : >$TRACING/trace && echo "$2" >"$TRACING/events/$1/filter" &&
+        echo 1 >"$TRACING/events/$1/enable" && echo 1 >$TRACING/tracing_on || fail "cannot trace $1"
+}
+trace_stop() {
+    echo 0 >$TRACING/tracing_on
+    echo 0 >"$TRACING/events/$1/enable"
+    echo 0 >"$TRACING/events/$1/filter"
+}
+
 # Block requests as the driver receives them, through the block_rq_issue tracepoint:
 # trace_requests DISK starts recording DISK's requests; requests_traced REGEX stops and counts
 # those whose operation flags (blktrace's RWBS: W write, F after W FUA, WZ write zeroes, F alone
 # a flush) match REGEX.
-TRACING=/sys/kernel/tracing
 trace_requests() {
     ev=$TRACING/events/block/block_rq_issue
     [ -d $ev ] || skip "no block tracepoints in this kernel ($ev)"
     majmin=$(cat "/sys/block/$1/dev")
-    echo 0 >$TRACING/tracing_on && : >$TRACING/trace &&
-        echo "dev == $(((${majmin%:*} << 20) | ${majmin#*:}))" >$ev/filter &&
-        echo 1 >$ev/enable && echo 1 >$TRACING/tracing_on || fail "cannot trace block_rq_issue"
+    trace_start block/block_rq_issue "dev == $(((${majmin%:*} << 20) | ${majmin#*:}))"
 }
 requests_traced() {
-    echo 0 >$TRACING/tracing_on
-    echo 0 >$TRACING/events/block/block_rq_issue/enable
+    trace_stop block/block_rq_issue
     awk -v re="^($1)\$" '{ for (i = 1; i < NF; i++) if ($i == "block_rq_issue:") { if ($(i + 2) ~ re) n++; break } }
         END { print n + 0 }' $TRACING/trace
 }

@@ -164,15 +164,11 @@ flush_and_fua() {
 # submitted, so the tail equals the SQ head the controller reports, and it moves on.
 sq_trace_has_the_tail() {
     disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
-    ev=$TRACING/events/nvme/nvme_sq
-    [ -d $ev ] || fail "no nvme_sq tracepoint ($ev)"
-    echo 0 >$TRACING/tracing_on && : >$TRACING/trace && echo "disk == \"$disk\"" >$ev/filter &&
-        echo 1 >$ev/enable && echo 1 >$TRACING/tracing_on || fail "cannot trace nvme_sq"
+    [ -d $TRACING/events/nvme/nvme_sq ] || fail "no nvme_sq tracepoint in this kernel"
+    trace_start nvme/nvme_sq "disk == \"$disk\""
     dd if="/dev/$disk" of=/dev/null bs=4096 count=64 iflag=direct 2>/dev/null
     ok=$?
-    echo 0 >$TRACING/tracing_on
-    echo 0 >$ev/enable
-    echo 0 >$ev/filter
+    trace_stop nvme/nvme_sq
     [ $ok = 0 ] || fail "reads failed"
     # "nvme0: disk=nvme0n1, qid=1, head=5, tail=5": events, those whose tail is not the head,
     # distinct tails.
