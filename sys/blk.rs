@@ -6,10 +6,14 @@
 use core::{
     marker::PhantomData,
     mem::MaybeUninit,
-    ptr::NonNull,
-    sync::atomic::{AtomicPtr, Ordering},
+    ptr::{self, NonNull},
 };
-use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic};
+use kernel::{
+    bindings,
+    prelude::*,
+    str::CStr,
+    sync::atomic::{Acquire, Atomic, Release},
+};
 
 use super::{ffi, nvme, Transport};
 use crate::cmd::Command;
@@ -332,28 +336,28 @@ impl<P> core::ops::Deref for InFlight<P> {
 /// # Invariants
 ///
 /// Null, or blk-mq's tags of the hardware queue the holder serves.
-pub(crate) struct Tags(AtomicPtr<bindings::blk_mq_tags>);
+pub(crate) struct Tags(Atomic<*mut bindings::blk_mq_tags>);
 
 impl Tags {
     pub(crate) const fn none() -> Self {
-        Self(AtomicPtr::new(core::ptr::null_mut()))
+        Self(Atomic::new(ptr::null_mut()))
     }
 
     /// # Safety
     ///
     /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped.
     pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>) -> Self {
-        Self(AtomicPtr::new(tags.as_ptr()))
+        Self(Atomic::new(tags.as_ptr()))
     }
 
     /// Takes the tags of `other` (blk-mq set the hardware queue up again).
-    pub(crate) fn set(&self, other: Tags) {
-        self.0.store(other.0.into_inner(), Ordering::Release);
+    pub(crate) fn set(&self, mut other: Tags) {
+        self.0.store(*other.0.get_mut(), Release);
     }
 
     /// The request in flight under command identifier `cid`, if its generation matches.
     pub(crate) fn find<P: Default>(&self, cid: u16) -> Option<Request<P>> {
-        let tags = self.0.load(Ordering::Acquire);
+        let tags = self.0.load(Acquire);
         if tags.is_null() {
             return None;
         }
