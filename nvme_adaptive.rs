@@ -401,12 +401,14 @@ impl Controller {
         Ok(true)
     }
 
-    /// Deletes a queue pair on the controller and waits (probe error path).
+    /// Deletes a queue pair on the controller and waits (probe error path). As
+    /// `nvme_delete_io_queues`, the CQ is deleted only once its SQ is: the controller disable
+    /// that follows cleans up after a controller that did not answer.
     fn delete_queue_now(&self, q: &Queue) {
         let timeout = self.core().admin_timeout();
         for delete_cq in [false, true] {
-            if q.send_delete::<Self>(delete_cq).is_ok() {
-                q.wait_deleted(timeout);
+            if q.send_delete::<Self>(delete_cq).is_err() || q.wait_deleted(timeout) == 0 {
+                return;
             }
         }
     }

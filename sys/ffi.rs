@@ -267,6 +267,7 @@ extern "C" {
         min_align_mask: c_uint,
     ) -> c_int;
     pub(crate) fn nva_init_completion(x: *mut completion);
+    pub(crate) fn nva_reinit_completion(x: *mut completion);
 
     pub(crate) fn nva_cpuhp_register() -> c_int;
     pub(crate) fn nva_cpuhp_unregister();

@@ -1056,6 +1056,11 @@ void nva_init_completion(struct completion *x)
 	init_completion(x);
 }
 
+void nva_reinit_completion(struct completion *x)
+{
+	reinit_completion(x);
+}
+
 size_t nva_completion_size(void)
 {
 	return sizeof(struct completion);

@@ -29,9 +29,11 @@ impl Waiter {
 
     /// Forgets earlier signals, before the event it waits for is set in motion.
     pub(crate) fn reinit(&self) {
-        // SAFETY: the completion is initialised; nobody waits on it now (the single waiter is
-        // the caller).
-        unsafe { ffi::nva_init_completion(self.done.get()) };
+        // `reinit_completion`, not `init_completion`: a signal still in flight then at worst
+        // counts for the next wait instead of finding the wait queue's lock re-initialised
+        // under it.
+        // SAFETY: the completion is initialised.
+        unsafe { ffi::nva_reinit_completion(self.done.get()) };
     }
 
     pub(crate) fn complete(&self) {
