@@ -689,8 +689,10 @@ impl Controller {
                     GFP_KERNEL,
                 )?;
                 files.push(file, GFP_KERNEL)?;
+                // Without command generations a duplicate is not caught (`nvme_find_rq`): the
+                // knob would complete a request twice.
                 #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
-                {
+                if !self.core().has_quirk(Quirk::SkipCidGen) {
                     let name = CString::try_from_fmt(fmt!("q{}_inject_duplicates", q.qid))?;
                     let knob = KBox::pin_init(
                         dir.write_callback_file(&name, q.stats.clone(), &set_duplicates),

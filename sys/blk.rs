@@ -362,7 +362,9 @@ impl Tags {
             return None;
         }
         // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
-        // command's generation, so a stale or duplicate completion yields null.
+        // command's generation, which nvme-core advances at each completion, so a stale or
+        // duplicate completion yields null. Controllers with `NVME_QUIRK_SKIP_CID_GEN` carry
+        // no generation: they are trusted, as by the C driver, to complete a command once.
         let rq = unsafe { ffi::nva_find_rq(tags, cid) };
         // SAFETY: a found request is in flight on this queue, issued by the transport (its
         // tag set has `P` PDUs); the device completing it hands it back to the driver.

@@ -51,6 +51,8 @@ extern "C" {
     pub(crate) static nva_quirk_dma_address_bits_48: c_ulong;
     pub(crate) static nva_quirk_dmapool_align_512: c_ulong;
     pub(crate) static nva_quirk_simple_suspend: c_ulong;
+    #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    pub(crate) static nva_quirk_skip_cid_gen: c_ulong;
 
     pub(crate) static nva_aq_depth: c_uint;
     pub(crate) static nva_aq_blk_mq_depth: c_uint;

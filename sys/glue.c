@@ -136,6 +136,7 @@ const unsigned long nva_quirk_medium_prio_sq = NVME_QUIRK_MEDIUM_PRIO_SQ;
 const unsigned long nva_quirk_dma_address_bits_48 = NVME_QUIRK_DMA_ADDRESS_BITS_48;
 const unsigned long nva_quirk_dmapool_align_512 = NVME_QUIRK_DMAPOOL_ALIGN_512;
 const unsigned long nva_quirk_simple_suspend = NVME_QUIRK_SIMPLE_SUSPEND;
+const unsigned long nva_quirk_skip_cid_gen = NVME_QUIRK_SKIP_CID_GEN;
 
 const unsigned int nva_aq_depth = NVME_AQ_DEPTH;
 const unsigned int nva_aq_blk_mq_depth = NVME_AQ_BLK_MQ_DEPTH;

@@ -33,6 +33,7 @@ extern const unsigned long nva_quirk_medium_prio_sq;
 extern const unsigned long nva_quirk_dma_address_bits_48;
 extern const unsigned long nva_quirk_dmapool_align_512;
 extern const unsigned long nva_quirk_simple_suspend;
+extern const unsigned long nva_quirk_skip_cid_gen;
 extern const unsigned int nva_aq_depth;
 extern const unsigned int nva_aq_blk_mq_depth;
 extern const unsigned int nva_hctx_type_default;

@@ -81,6 +81,9 @@ pub(crate) enum Quirk {
     DmaAddressBits48,
     DmaPoolAlign512,
     SimpleSuspend,
+    /// Command identifiers carry no generation: a duplicate completion is not caught.
+    #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    SkipCidGen,
 }
 
 impl Quirk {
@@ -97,6 +100,8 @@ impl Quirk {
                 Self::DmaAddressBits48 => ffi::nva_quirk_dma_address_bits_48,
                 Self::DmaPoolAlign512 => ffi::nva_quirk_dmapool_align_512,
                 Self::SimpleSuspend => ffi::nva_quirk_simple_suspend,
+                #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+                Self::SkipCidGen => ffi::nva_quirk_skip_cid_gen,
             }
         };
         bit as u64
