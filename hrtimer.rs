@@ -6,7 +6,10 @@
 use crate::{
     policy::Action,
     queue::Queue,
-    sys::{blk::OwnedBatch, hrtimer::Expiry},
+    sys::{
+        blk::OwnedBatch,
+        hrtimer::{Expiry, HasPollTimer},
+    },
 };
 
 impl Expiry for Queue {
@@ -37,7 +40,7 @@ impl Expiry for Queue {
         match action {
             Action::Rearm { wait_ns } => {
                 cq.adaptive.deadline_ns = now + wait_ns;
-                self.timer.start(wait_ns);
+                self.start_poll_timer(wait_ns);
             }
             Action::StopPolling { ending } => {
                 stats.count_ending(ending);

@@ -10,7 +10,7 @@ use crate::{
     params,
     policy::Action,
     queue::Queue,
-    sys::{blk::OwnedBatch, irq::Handler},
+    sys::{blk::OwnedBatch, hrtimer::HasPollTimer, irq::Handler},
 };
 
 impl Handler for Queue {
@@ -42,7 +42,7 @@ impl Handler for Queue {
             self.stats.masked.set(1);
             irq.mask_nosync();
             cq.adaptive.deadline_ns = now + wait_ns;
-            self.timer.start(wait_ns);
+            self.start_poll_timer(wait_ns);
         }
         self.publish(&mut cq.adaptive.policy);
         reaped > 0

@@ -24,6 +24,21 @@ pub(crate) trait Expiry: Sync {
 /// with [`impl_has_poll_timer!`](crate::impl_has_poll_timer).
 pub(crate) unsafe trait HasPollTimer: Expiry + Sized {
     const OFFSET: usize;
+
+    /// Arms the embedded timer to fire `ns` from now on this CPU (also from its own expiry).
+    // A method of the owner, not of the timer: only a timer inside its owner can be armed, so
+    // an expiry always finds the owner at `OFFSET` before the timer.
+    fn start_poll_timer(&self, ns: u64) {
+        // SAFETY: a `PollTimer<Self>` field lives at `OFFSET` in `Self` (the trait's promise),
+        // so the address is inside `self` and the timer lives as long as `self`.
+        let timer = unsafe {
+            &*core::ptr::from_ref(self)
+                .cast::<u8>()
+                .add(Self::OFFSET)
+                .cast::<PollTimer<Self>>()
+        };
+        timer.start(ns);
+    }
 }
 
 /// Implements [`HasPollTimer`] for `$t` with its field `$field`, which must come before every
@@ -44,8 +59,8 @@ macro_rules! impl_has_poll_timer {
 
 /// # Invariants
 ///
-/// `timer` was set up by `hrtimer_setup` with [`PollTimer::expiry`], and the `PollTimer` is a
-/// field of a pinned `T` at `T::OFFSET`.
+/// `timer` was set up by `hrtimer_setup` with [`PollTimer::expiry`], and it is armed only as
+/// the field of a pinned `T` at `T::OFFSET` ([`HasPollTimer::start_poll_timer`]).
 #[pin_data(PinnedDrop)]
 #[repr(C)]
 pub(crate) struct PollTimer<T: HasPollTimer> {
@@ -85,16 +100,17 @@ impl<T: HasPollTimer> PollTimer<T> {
     /// Called by the hrtimer core for a timer set up in `new`.
     unsafe extern "C" fn expiry(t: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
         // SAFETY: the timer is the first field of the `repr(C)` `PollTimer`, itself the field
-        // of a live `T` at `T::OFFSET` (type invariant; the owner cancels the timer before it
-        // goes, since dropping the `PollTimer` cancels it).
+        // of a live `T` at `T::OFFSET`: only its owner arms it (type invariant), and the owner
+        // cancels it before it goes, since dropping the `PollTimer` cancels it.
         let owner = unsafe { &*t.cast::<u8>().sub(T::OFFSET).cast::<T>() };
         owner.expired();
         // Re-arming, when wanted, was done with a fresh expiry from now.
         bindings::hrtimer_restart::HRTIMER_NORESTART
     }
 
-    /// Arms the timer to fire `ns` from now on this CPU (also from its own expiry).
-    pub(crate) fn start(&self, ns: u64) {
+    /// Arms the timer to fire `ns` from now on this CPU (see
+    /// [`HasPollTimer::start_poll_timer`]).
+    fn start(&self, ns: u64) {
         // SAFETY: the timer is initialised (type invariant); starting it is allowed from any
         // context, including its callback.
         unsafe {
