@@ -154,6 +154,9 @@ impl LineSlot {
             // SAFETY: `irq` is a valid interrupt number; only its disable behaviour changes.
             unsafe { bindings::irq_modify_status(irq.0, 0, bindings::IRQ_DISABLE_UNLAZY as usize) };
         }
+        // Shared, as `pci_request_irq` asks: with a single vector (one MSI-X entry, MSI or
+        // INTx) the admin queue and I/O queue 1 share it, and INTx may be another device's too.
+        // The handler says whether its queue had anything.
         // SAFETY: `trampoline::<H>` matches `irq_handler_t`; `cookie` points to the pinned
         // owner, which frees the line before it goes (`HasIrqLine`); `name` lives as long as
         // the line.
@@ -161,7 +164,7 @@ impl LineSlot {
             bindings::request_irq(
                 irq.0,
                 Some(trampoline::<H>),
-                0,
+                bindings::IRQF_SHARED as usize,
                 name.as_char_ptr(),
                 cookie.as_ptr(),
             )

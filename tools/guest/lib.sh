@@ -50,6 +50,7 @@ CTRL_SLOW=0000:00:07.0   # file backend throttled (2000 commands/s, 100 on the d
 CTRL_HP=0000:01:00.0     # file backend, in a PCIe hotplug slot (behind a root port)
 CTRL_SUBSYS=0000:00:09.0 # in an NVM subsystem: namespace 1 attached, namespace 2 detached
 CTRL_LAT=0000:00:0a.0    # null-co backend with a fixed 20 ms latency
+CTRL_ONEVEC=0000:00:0b.0 # file backend, one MSI-X vector for all its queues
 
 # Loads module NAME from /lib/modules with the parameters given, unless it is loaded already.
 load_module() {

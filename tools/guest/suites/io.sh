@@ -183,6 +183,26 @@ sq_trace_has_the_tail() {
     echo "$1 events, $3 distinct tails"
 }
 
+# A controller with one MSI-X vector: its admin queue and I/O queue 1 share the interrupt line
+# (both handlers on one line of /proc/interrupts), and write+verify passes on both CPUs.
+single_vector() {
+    to_adaptive "$CTRL_ONEVEC" || fail "bind failed"
+    disk=$(disk_of "$CTRL_ONEVEC" 1) || fail "no disk"
+    ctrl=$(ctrl_of "$CTRL_ONEVEC" "$disk") || fail "no controller name"
+    awk -v a="${ctrl}q0" -v b="${ctrl}q1" '{
+            n = 0
+            for (i = 1; i <= NF; i++) { f = $i; sub(/,$/, "", f); if (f == a || f == b) n++ }
+            if (n == 2) found = 1
+        } END { exit !found }' /proc/interrupts ||
+        fail "${ctrl}q0 and ${ctrl}q1 not on one line: $(grep "${ctrl}q" /proc/interrupts | tr -s ' ')"
+    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
+        --rw=randwrite --bs=4k --iodepth=16 --numjobs=2 --cpus_allowed=0-1 \
+        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
+        --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "verify failed"
+    nvme-bind "$CTRL_ONEVEC" none >/dev/null || fail "cannot release the controller"
+    echo "${ctrl}q0 and ${ctrl}q1 on one line, I/O verified"
+}
+
 # No completion was dropped as unknown or stale on any bound controller of ours.
 no_bad_completions() {
     n_ctrls=0
@@ -215,4 +235,5 @@ check write-zeroes zeroes_after write-zeroes
 check media-error-is-enodata device_error_is_enodata
 check capacity-and-last-block capacity_and_last_block
 check two-controllers two_controllers
+check single-vector single_vector
 check no-bad-completions no_bad_completions
