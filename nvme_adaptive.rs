@@ -834,10 +834,13 @@ impl Controller {
         false
     }
 
+    /// The power state to restore on resume. A Get Features the controller refuses does not
+    /// fail the system suspend (as in `nvme_suspend`): the state is then unknown, and resume
+    /// resets the controller instead of restoring it.
     fn power_state(&self) -> Result<u32> {
         match self.core().get_features(FEAT_POWER_MGMT)? {
             (0, ps) => Ok(ps),
-            _ => Err(EIO),
+            _ => Ok(u32::MAX),
         }
     }
 
