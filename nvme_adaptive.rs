@@ -1134,7 +1134,7 @@ impl Transport for Controller {
         }
     }
 
-    fn cpu_dead(&self, _cpu: u32) {
+    fn cpu_down_ended(&self, _cpu: u32) {
         for q in self.queues.iter().skip(1) {
             q.unpause_polling();
         }

@@ -167,7 +167,7 @@ forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admi
 forward!(reset_work() -> () => |t| t.reset_work());
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
 forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
-forward!(cpu_dead(cpu: c_uint) -> () => |t| t.cpu_dead(cpu));
+forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
 
 /// # Safety
 ///
@@ -398,7 +398,7 @@ macro_rules! transport {
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
             export!($t, nva_rust_delete_done => delete_done(q: *mut c_void, error: u8) -> ());
             export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
-            export!($t, nva_rust_cpu_dead => cpu_dead(t: *mut c_void, cpu: c_uint) -> ());
+            export!($t, nva_rust_cpu_down_ended => cpu_down_ended(t: *mut c_void, cpu: c_uint) -> ());
         };
     };
 }

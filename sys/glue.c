@@ -97,7 +97,7 @@ void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
 void nva_rust_abort_done(void *t, u16 status);
 void nva_rust_delete_done(void *q, blk_status_t error);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
-void nva_rust_cpu_dead(void *t, unsigned int cpu);
+void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
@@ -1069,7 +1069,8 @@ size_t nva_completion_size(void)
 
 /* ---------------------------------------------------------------------------------------
  * CPU hotplug: a CPU about to go down (its managed interrupts are about to be shut down), and
- * one that went.
+ * the end of that: it went, or a later step failed and the hotplug core rolled the offline
+ * back through the startup callbacks (which also run for every CPU coming online).
  */
 static int nva_cpu_down_state = -1;
 static int nva_cpu_dead_state = -1;
@@ -1080,16 +1081,22 @@ static int nva_cpu_going_down(unsigned int cpu, struct hlist_node *node)
 	return 0;
 }
 
+static int nva_cpu_online(unsigned int cpu, struct hlist_node *node)
+{
+	nva_rust_cpu_down_ended(hlist_entry(node, struct nva_ctrl, cpu_down_node)->transport, cpu);
+	return 0;
+}
+
 static int nva_cpu_dead(unsigned int cpu, struct hlist_node *node)
 {
-	nva_rust_cpu_dead(hlist_entry(node, struct nva_ctrl, cpu_dead_node)->transport, cpu);
+	nva_rust_cpu_down_ended(hlist_entry(node, struct nva_ctrl, cpu_dead_node)->transport, cpu);
 	return 0;
 }
 
 int nva_cpuhp_register(void)
 {
 	int ret = cpuhp_setup_state_multi(CPUHP_AP_ONLINE_DYN, "block/nvme_adaptive:online",
-					  NULL, nva_cpu_going_down);
+					  nva_cpu_online, nva_cpu_going_down);
 
 	if (ret < 0)
 		return ret;

@@ -69,8 +69,8 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     fn abort_done(&self, status: u16);
     /// CPU `cpu` is about to go down (it still runs); its managed interrupts go next.
     fn cpu_going_down(&self, cpu: u32);
-    /// CPU `cpu` went down.
-    fn cpu_dead(&self, cpu: u32);
+    /// The offline of CPU `cpu` ended: it went down, or a failed offline brought it back.
+    fn cpu_down_ended(&self, cpu: u32);
 
     fn queue_rq(
         q: &Self::Queue,

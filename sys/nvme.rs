@@ -374,7 +374,7 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_admin_queue_usable(self.raw()) }
     }
 
-    /// Calls the transport's `cpu_going_down` and `cpu_dead` for every CPU hotplug event
+    /// Calls the transport's `cpu_going_down` and `cpu_down_ended` for every CPU hotplug event
     /// from now on, until [`Ctrl::unwatch_cpus`].
     pub(crate) fn watch_cpus(self) -> Result {
         // SAFETY: the controller is valid and its transport set; glue.c's callbacks reach the
