@@ -602,7 +602,7 @@ impl Controller {
     fn update_nr_queues(&self) -> Result<bool> {
         let core = self.core();
         if !core.has_io_tag_set() {
-            core.alloc_io_tag_set::<Iod>(self.nr_maps())?;
+            core.alloc_io_tag_set::<Self>(self.nr_maps())?;
             return Ok(true);
         }
         let Some(st) = self.dev.try_lock() else {
@@ -647,7 +647,7 @@ impl Controller {
         self.admin().alloc_rings(dev, admin_depth(), false)?;
         self.count_allocated();
         self.enable(&mut self.dev.lock())?;
-        core.alloc_admin_tag_set::<Iod>()?;
+        core.alloc_admin_tag_set::<Self>()?;
         // Connecting before admin commands, for the timeout handler.
         if !core.change_state(State::Connecting) {
             dev_warn!(core.device(), "failed to mark controller CONNECTING\n");
@@ -658,7 +658,7 @@ impl Controller {
         self.prepare_shadow(Some(dev));
         self.setup_io_queues(Some(dev))?;
         if self.online() > 1 {
-            core.alloc_io_tag_set::<Iod>(self.nr_maps())?;
+            core.alloc_io_tag_set::<Self>(self.nr_maps())?;
             self.enable_shadow();
         } else {
             dev_warn!(core.device(), "IO queues not created\n");

@@ -511,19 +511,25 @@ static size_t iod_size(size_t rust_size)
 	return sizeof(struct nva_iod) + rust_size;
 }
 
+/* A tag set's tags exist from its allocation until blk_mq_free_tag_set clears them. */
 int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size)
 {
+	if (c->admin_tagset.tags)
+		return -EBUSY;
 	return nvme_alloc_admin_tag_set(&c->ctrl, &c->admin_tagset, &nva_mq_admin_ops,
 					iod_size(rust_iod_size));
 }
 
 void nva_remove_admin_tag_set(struct nva_ctrl *c)
 {
-	nvme_remove_admin_tag_set(&c->ctrl);
+	if (c->admin_tagset.tags)
+		nvme_remove_admin_tag_set(&c->ctrl);
 }
 
 int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size)
 {
+	if (c->tagset.tags)
+		return -EBUSY;
 	return nvme_alloc_io_tag_set(&c->ctrl, &c->tagset, &nva_mq_ops, nr_maps,
 				     iod_size(rust_iod_size));
 }
@@ -537,7 +543,8 @@ void nva_remove_io_tag_set(struct nva_ctrl *c)
 
 void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr)
 {
-	blk_mq_update_nr_hw_queues(&c->tagset, nr);
+	if (c->tagset.tags)
+		blk_mq_update_nr_hw_queues(&c->tagset, nr);
 }
 
 /* Sets the queue counts of map @type of a tag set being mapped. */

@@ -471,25 +471,32 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_abort_limit_take(self.raw()) }
     }
 
-    /// Makes the admin tag set; requests carry a `P` for the transport.
-    pub(crate) fn alloc_admin_tag_set<P>(self) -> Result {
-        blk::check_pdu::<P>();
-        // SAFETY: the controller is valid; the size covers the transport's part of the PDU.
-        to_result(unsafe { ffi::nva_alloc_admin_tag_set(self.raw(), core::mem::size_of::<P>()) })
-    }
-
-    /// Makes the I/O tag set with `nr_maps` queue maps; requests carry a `P`.
-    pub(crate) fn alloc_io_tag_set<P>(self, nr_maps: u32) -> Result {
-        blk::check_pdu::<P>();
-        // SAFETY: the controller is valid; the size covers the transport's part of the PDU.
+    /// Makes the admin tag set, whose requests carry the transport's `T::Iod`; `EBUSY` while
+    /// the controller has one.
+    pub(crate) fn alloc_admin_tag_set<T: Transport>(self) -> Result {
+        blk::check_pdu::<T::Iod>();
+        // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
+        // glue.c refuses to set up a tag set in use again.
         to_result(unsafe {
-            ffi::nva_alloc_io_tag_set(self.raw(), nr_maps, core::mem::size_of::<P>())
+            ffi::nva_alloc_admin_tag_set(self.raw(), core::mem::size_of::<T::Iod>())
         })
     }
 
-    /// Changes the number of hardware queues of the I/O tag set (frozen queues only).
+    /// Makes the I/O tag set with `nr_maps` queue maps, whose requests carry the transport's
+    /// `T::Iod`; `EBUSY` while the controller has one.
+    pub(crate) fn alloc_io_tag_set<T: Transport>(self, nr_maps: u32) -> Result {
+        blk::check_pdu::<T::Iod>();
+        // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
+        // glue.c refuses to set up a tag set in use again.
+        to_result(unsafe {
+            ffi::nva_alloc_io_tag_set(self.raw(), nr_maps, core::mem::size_of::<T::Iod>())
+        })
+    }
+
+    /// Changes the number of hardware queues of the I/O tag set (frozen queues only); nothing
+    /// without one.
     pub(crate) fn update_nr_hw_queues(self, nr: u32) {
-        // SAFETY: the controller is valid and has an I/O tag set.
+        // SAFETY: the controller is valid; glue.c checks that it has an I/O tag set.
         unsafe { ffi::nva_update_nr_hw_queues(self.raw(), nr) }
     }
 
