@@ -100,7 +100,8 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
         // From here on nvme-core owns the controller: its last reference frees it (and the
         // transport) through `free_ctrl`.
         if let Err(e) = core.add() {
-            core.put();
+            // SAFETY: the reference `init` took is ours; nothing uses `core` after it.
+            unsafe { core.put() };
             return Err(e);
         }
         // SAFETY: the transport lives until `free_ctrl`, which cannot run before the two
@@ -108,13 +109,19 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
         let t = unsafe { &*raw };
         match t.probe(pdev) {
             Ok(()) => {
-                core.put();
+                // SAFETY: the reference `init` took is ours; `add`'s keeps the controller for
+                // the scan until the transport's `remove`.
+                unsafe { core.put() };
                 core.flush_scan();
                 Ok(0)
             }
             Err(e) => {
-                core.uninit();
-                core.put();
+                // SAFETY: `add` succeeded; these are the references of `add` and `init`,
+                // dropped once each; nothing uses `core` or `t` after them.
+                unsafe {
+                    core.uninit();
+                    core.put();
+                }
                 Err(e)
             }
         }
@@ -130,8 +137,9 @@ pub(crate) unsafe fn remove<T: Transport>(t: *mut c_void) {
     let tr = unsafe { transport::<T>(t) };
     let core = tr.core();
     tr.remove();
-    // May free the transport: nothing touches it afterwards.
-    core.uninit();
+    // SAFETY: probe succeeded, so `add` did; remove runs once. It may free the transport:
+    // nothing touches it afterwards.
+    unsafe { core.uninit() };
 }
 
 macro_rules! forward {

@@ -211,11 +211,29 @@ impl Ctrl {
         to_result(unsafe { ffi::nva_ctrl_add(self.raw()) })
     }
 
+    /// Drops the reference the controller was created with.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds that reference and gives it up: the controller, and with it the
+    /// transport, may be freed when this returns if no other reference is left.
+    pub(super) unsafe fn put(self) {
+        // SAFETY: the controller is valid; the caller's promise.
+        unsafe { ffi::nva_ctrl_put(self.raw()) }
+    }
+
+    /// Removes the controller's character device; drops the reference `add` took.
+    ///
+    /// # Safety
+    ///
+    /// `add` succeeded and this is the only call; as for [`Ctrl::put`], the controller may be
+    /// freed when this returns.
+    pub(super) unsafe fn uninit(self) {
+        // SAFETY: the controller is valid; the caller's promise.
+        unsafe { ffi::nva_ctrl_uninit(self.raw()) }
+    }
+
     calls! {
-        /// Drops the reference the controller was created with.
-        put => nva_ctrl_put;
-        /// Removes the controller's character device; drops the reference `add` took.
-        uninit => nva_ctrl_uninit;
         /// Waits for the namespace scan `start` queued.
         flush_scan => nva_ctrl_flush_scan;
         /// Makes the controller the PCI device's driver data (for the PCI callbacks).
