@@ -216,9 +216,10 @@ void nva_ctrl_unpublish(struct nva_ctrl *c)
 	pci_set_drvdata(c->pdev, NULL);
 }
 
+/* The character device once nvme_init_ctrl made it; the PCI device before. */
 struct device *nva_ctrl_device(struct nva_ctrl *c)
 {
-	return c->ctrl.device;
+	return c->ctrl.device ?: &c->pdev->dev;
 }
 
 int nva_ctrl_instance(struct nva_ctrl *c)

@@ -261,10 +261,13 @@ impl Ctrl {
         abort_limit_put => nva_ctrl_abort_limit_put;
     }
 
-    /// The controller's character device (`nvmeN`), for messages.
+    /// The controller's character device (`nvmeN`), for messages; before `init`, the PCI
+    /// device.
     pub(crate) fn device(&self) -> &Device {
-        // SAFETY: the character device is set up by `init` and lives as long as the controller
-        // (type invariant); `Device` is a transparent wrapper of `struct device`.
+        // SAFETY: glue.c returns the character device, which `init` set up and which lives as
+        // long as the controller (type invariant), or before that the PCI device, which the
+        // controller holds a reference to; `Device` is a transparent wrapper of
+        // `struct device`.
         unsafe { &*ffi::nva_ctrl_device(self.raw()).cast::<Device>() }
     }
 
