@@ -340,8 +340,10 @@ pub(crate) unsafe fn poll<T: Transport>(
 ///
 /// Called from glue.c when a Delete SQ/CQ command sent with this queue ends.
 pub(crate) unsafe fn delete_done<T: Transport>(q: *mut c_void, error: u8) {
-    // SAFETY: the queue was passed to `nva_submit_delete_queue` by the live controller, which
-    // waits for this call before it goes on.
+    // SAFETY: the queue was passed to `nva_submit_delete_queue` by the live controller. The
+    // controller may stop waiting for this call (a timeout), but its queues live until
+    // `free_ctrl`, which comes after the admin tag set the command runs on is torn down with
+    // its requests ended.
     T::delete_done(unsafe { queue::<T>(q) }, error != 0);
 }
 
