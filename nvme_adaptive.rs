@@ -1107,7 +1107,7 @@ impl Transport for Controller {
 
     fn queue(&self, qid: u32, tags: Tags) -> Option<&Queue> {
         let q = self.queues.get(qid as usize)?;
-        q.tags.set(tags);
+        q.set_tags(tags);
         Some(q)
     }
 

@@ -210,6 +210,9 @@ pub(crate) struct Cq {
     phase: u16,
     doorbell: usize,
     shadow: Option<Shadow>,
+    /// Where the completions' command identifiers lead: under this lock, which every reap
+    /// holds, so that finding a request costs no atomic access.
+    tags: Tags,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
@@ -237,7 +240,6 @@ pub(crate) struct Queue {
     own_irq: Atomic<u32>,
     /// The CQ's MSI-X vector index.
     vector: Atomic<u32>,
-    pub(crate) tags: Tags,
     #[pin]
     deleted: Waiter,
     delete_failed: Atomic<bool>,
@@ -279,6 +281,7 @@ impl Queue {
                     phase: 1,
                     doorbell: 0,
                     shadow: None,
+                    tags: Tags::none(),
                     tallies: CqTallies::default(),
                     adaptive: Adaptive {
                         policy: Policy::new(),
@@ -295,7 +298,6 @@ impl Queue {
                 polled: Atomic::new(false),
                 own_irq: Atomic::new(0),
                 vector: Atomic::new(0),
-                tags: Tags::none(),
                 deleted <- Waiter::new(),
                 delete_failed: Atomic::new(false),
                 tail_seen: Atomic::new(0),
@@ -717,6 +719,11 @@ impl Queue {
         let _ = self.submit(&Command::async_event(nvme::aen_command_id()), true);
     }
 
+    /// Takes the tags blk-mq set the queue's hardware context up with (again).
+    pub(crate) fn set_tags(&self, tags: Tags) {
+        self.lock_cq().tags = tags;
+    }
+
     /// Takes the CQ lock from process or softirq context (local interrupts off while held).
     pub(crate) fn lock_cq(&self) -> Guard<'_, Cq, SpinLockIrqBackend> {
         self.cq.lock()
@@ -771,6 +778,7 @@ impl Queue {
             phase,
             doorbell,
             shadow,
+            tags,
             adaptive,
             tallies: _,
         } = cq;
@@ -784,10 +792,10 @@ impl Queue {
             // The phase tag is read before the rest of the entry.
             dma_mb(Read);
             let cqe = slot.copy_read();
-            self.handle(&cqe, adaptive, batch);
+            self.handle(&cqe, tags, adaptive, batch);
             #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
             if self.stats.take_duplicate() {
-                self.handle(&cqe, adaptive, batch);
+                self.handle(&cqe, tags, adaptive, batch);
             }
             *head = next(*head, *depth);
             if *head == 0 {
@@ -808,7 +816,13 @@ impl Queue {
     }
 
     #[inline(always)]
-    fn handle(&self, cqe: &Completion, adaptive: &mut Adaptive, batch: &mut Batch<'_>) {
+    fn handle(
+        &self,
+        cqe: &Completion,
+        tags: &Tags,
+        adaptive: &mut Adaptive,
+        batch: &mut Batch<'_>,
+    ) {
         let cid = cqe.command_id();
         // The Asynchronous Event Request has no request: it never times out and survives
         // resets, so nvme-core keeps it apart.
@@ -816,7 +830,7 @@ impl Queue {
             self.hw.core.complete_aen(cqe.status, cqe.result);
             return;
         }
-        let Some(mut rq) = self.tags.find::<Iod>(cid) else {
+        let Some(mut rq) = tags.find::<Iod>(cid) else {
             self.stats.bad_completions.add(1);
             // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
             if self.stats.bad_completions.get().is_power_of_two() {

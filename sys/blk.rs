@@ -3,17 +3,8 @@
 //! blk-mq as an NVMe transport sees it: requests (with nvme-core's command and the transport's
 //! per-request data), hardware queue tags, completion batches, request lists and queue maps.
 
-use core::{
-    marker::PhantomData,
-    mem::MaybeUninit,
-    ptr::{self, NonNull},
-};
-use kernel::{
-    bindings,
-    prelude::*,
-    str::CStr,
-    sync::atomic::{Acquire, Atomic, Release},
-};
+use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
+use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic};
 
 use super::{ffi, nvme, Transport};
 use crate::cmd::Command;
@@ -335,32 +326,27 @@ impl<P> core::ops::Deref for InFlight<P> {
 ///
 /// # Invariants
 ///
-/// Null, or blk-mq's tags of the hardware queue the holder serves.
-pub(crate) struct Tags(Atomic<*mut bindings::blk_mq_tags>);
+/// None, or blk-mq's tags of the hardware queue the holder serves.
+pub(crate) struct Tags(Option<NonNull<bindings::blk_mq_tags>>);
+
+// SAFETY: blk-mq's tags may be looked up from any CPU.
+unsafe impl Send for Tags {}
 
 impl Tags {
     pub(crate) const fn none() -> Self {
-        Self(Atomic::new(ptr::null_mut()))
+        Self(None)
     }
 
     /// # Safety
     ///
     /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped.
     pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>) -> Self {
-        Self(Atomic::new(tags.as_ptr()))
-    }
-
-    /// Takes the tags of `other` (blk-mq set the hardware queue up again).
-    pub(crate) fn set(&self, mut other: Tags) {
-        self.0.store(*other.0.get_mut(), Release);
+        Self(Some(tags))
     }
 
     /// The request in flight under command identifier `cid`, if its generation matches.
     pub(crate) fn find<P: Default>(&self, cid: u16) -> Option<Request<P>> {
-        let tags = self.0.load(Acquire);
-        if tags.is_null() {
-            return None;
-        }
+        let tags = self.0?.as_ptr();
         // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
         // command's generation, which nvme-core advances at each completion, so a stale or
         // duplicate completion yields null. Controllers with `NVME_QUIRK_SKIP_CID_GEN` carry
