@@ -268,7 +268,6 @@ extern "C" {
         mask_bits: c_uint,
         min_align_mask: c_uint,
     ) -> c_int;
-    pub(crate) fn nva_init_completion(x: *mut completion);
     pub(crate) fn nva_reinit_completion(x: *mut completion);
 
     pub(crate) fn nva_cpuhp_register() -> c_int;

@@ -1060,11 +1060,6 @@ int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min
 	return 0;
 }
 
-void nva_init_completion(struct completion *x)
-{
-	init_completion(x);
-}
-
 void nva_reinit_completion(struct completion *x)
 {
 	reinit_completion(x);

@@ -193,7 +193,6 @@ int nva_pci_numa_node(struct pci_dev *pdev);
 bool nva_pci_keeps_context_in_suspend(struct pci_dev *pdev);
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev);
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask);
-void nva_init_completion(struct completion *x);
 void nva_reinit_completion(struct completion *x);
 size_t nva_completion_size(void);
 int nva_register_driver(void);

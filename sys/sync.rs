@@ -23,7 +23,7 @@ impl Waiter {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             // SAFETY: `init_completion` initialises the completion fully.
-            done <- Opaque::ffi_init(|c| unsafe { ffi::nva_init_completion(c) }),
+            done <- Opaque::ffi_init(|c| unsafe { bindings::init_completion(c) }),
         })
     }
 
