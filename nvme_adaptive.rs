@@ -407,7 +407,7 @@ impl Controller {
     fn delete_queue_now(&self, q: &Queue) {
         let timeout = self.core().admin_timeout();
         for delete_cq in [false, true] {
-            if q.send_delete::<Self>(delete_cq).is_err() || q.wait_deleted(timeout) == 0 {
+            if q.send_delete(delete_cq).is_err() || q.wait_deleted(timeout) == 0 {
                 return;
             }
         }
@@ -421,7 +421,7 @@ impl Controller {
         'send: loop {
             let mut timeout = self.core().admin_timeout();
             while left > 0 {
-                if self.queues[left].send_delete::<Self>(delete_cq).is_err() {
+                if self.queues[left].send_delete(delete_cq).is_err() {
                     break;
                 }
                 left -= 1;
@@ -1283,8 +1283,10 @@ impl Transport for Controller {
         q.blk_poll(batch)
     }
 
-    fn delete_done(q: &Queue, failed: bool) {
-        q.delete_done(failed);
+    fn delete_done(&self, qid: u16, failed: bool) {
+        if let Some(q) = self.queues.get(usize::from(qid)) {
+            q.delete_done(failed);
+        }
     }
 }
 

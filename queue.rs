@@ -484,17 +484,14 @@ impl Queue {
     }
 
     /// Sends Delete I/O SQ or CQ for this queue without waiting; see [`Queue::wait_deleted`].
-    pub(crate) fn send_delete<T: crate::sys::Transport<Queue = Queue>>(
-        &self,
-        delete_cq: bool,
-    ) -> Result {
+    pub(crate) fn send_delete(&self, delete_cq: bool) -> Result {
         self.deleted.reinit();
         let op = if delete_cq {
             opcode::DELETE_CQ
         } else {
             opcode::DELETE_SQ
         };
-        self.hw.core.submit_delete_queue::<T>(op, self.qid, self)
+        self.hw.core.submit_delete_queue(op, self.qid)
     }
 
     /// Waits at most `timeout` jiffies for the Delete command sent last; returns the jiffies

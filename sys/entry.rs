@@ -174,6 +174,9 @@ forward!(subsystem_reset() -> c_int => |t| from_result(|| t.subsystem_reset().ma
 forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admin) as c_ulong);
 forward!(reset_work() -> () => |t| t.reset_work());
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
+// The controller may have stopped waiting for the command (a timeout), but the transport
+// lives until `free_ctrl`, which waits for the admin queue the command holds.
+forward!(delete_done(qid: u16, error: u8) -> () => |t| t.delete_done(qid, error != 0));
 forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
 forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
 
@@ -336,17 +339,6 @@ pub(crate) unsafe fn poll<T: Transport>(
     T::poll(q, &mut batch)
 }
 
-/// # Safety
-///
-/// Called from glue.c when a Delete SQ/CQ command sent with this queue ends.
-pub(crate) unsafe fn delete_done<T: Transport>(q: *mut c_void, error: u8) {
-    // SAFETY: the queue was passed to `nva_submit_delete_queue` by the live controller. The
-    // controller may stop waiting for this call (a timeout), but its queues live until
-    // `free_ctrl`, which comes after the admin tag set the command runs on is torn down with
-    // its requests ended.
-    T::delete_done(unsafe { queue::<T>(q) }, error != 0);
-}
-
 /// Defines one `nva_rust_*` function for [`transport!`](crate::transport).
 #[doc(hidden)]
 #[macro_export]
@@ -406,7 +398,7 @@ macro_rules! transport {
             export!($t, nva_rust_map_queues => map_queues(
                 t: *mut c_void, set: *mut blk_mq_tag_set) -> ());
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
-            export!($t, nva_rust_delete_done => delete_done(q: *mut c_void, error: u8) -> ());
+            export!($t, nva_rust_delete_done => delete_done(t: *mut c_void, qid: u16, error: u8) -> ());
             export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
             export!($t, nva_rust_cpu_down_ended => cpu_down_ended(t: *mut c_void, cpu: c_uint) -> ());
         };

@@ -197,12 +197,7 @@ extern "C" {
     pub(crate) fn nva_rq_gaps_within_page(rq: *mut request) -> bool;
     pub(crate) fn nva_rq_in_flight(rq: *mut request) -> bool;
     pub(crate) fn nva_submit_abort(c: *mut NvaCtrl, rq: *mut request, sqid: u16) -> c_int;
-    pub(crate) fn nva_submit_delete_queue(
-        c: *mut NvaCtrl,
-        opcode: u8,
-        qid: u16,
-        q: *mut c_void,
-    ) -> c_int;
+    pub(crate) fn nva_submit_delete_queue(c: *mut NvaCtrl, opcode: u8, qid: u16) -> c_int;
 
     pub(crate) fn nva_map_first_bvec(
         rq: *mut request,

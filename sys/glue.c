@@ -95,7 +95,7 @@ bool nva_rust_timeout(void *q, struct request *rq);
 int nva_rust_poll(void *q, struct io_comp_batch *iob);
 void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
 void nva_rust_abort_done(void *t, u16 status);
-void nva_rust_delete_done(void *q, blk_status_t error);
+void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 
@@ -785,16 +785,22 @@ int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid)
 	return 0;
 }
 
-/* Sends Delete SQ or CQ @qid without waiting; its end calls nva_rust_delete_done(@q). */
+/*
+ * Sends Delete SQ or CQ @qid without waiting; its end calls nva_rust_delete_done with @qid.
+ * The request is freed after that call: until then it holds the admin queue, so the
+ * controller's teardown (and the transport's free) waits for the call to return.
+ */
 static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error,
 					 const struct io_comp_batch *iob)
 {
-	nva_rust_delete_done(req->end_io_data, error);
+	struct nva_ctrl *c = to_nva(nvme_req(req)->ctrl);
+
+	nva_rust_delete_done(c->transport, (uintptr_t)req->end_io_data, error);
 	blk_mq_free_request(req);
 	return RQ_END_IO_NONE;
 }
 
-int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid, void *q)
+int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid)
 {
 	struct nvme_command cmd = { };
 	struct request *req;
@@ -806,7 +812,7 @@ int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid, void *q)
 		return PTR_ERR(req);
 	nvme_init_request(req, &cmd);
 	req->end_io = nva_delete_end;
-	req->end_io_data = q;
+	req->end_io_data = (void *)(uintptr_t)qid;
 	blk_execute_rq_nowait(req, false);
 	return 0;
 }

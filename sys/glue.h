@@ -158,7 +158,7 @@ bool nva_rq_aborted(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
 bool nva_rq_in_flight(struct request *rq);
 int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid);
-int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid, void *q);
+int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid);
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
 				struct nva_dma_seg *seg);
 void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len);

@@ -86,8 +86,8 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     /// Returns true to give the request more time, false when it was dealt with.
     fn timeout(&self, q: &Self::Queue, rq: blk::InFlight<Self::Iod>) -> bool;
     fn poll(q: &Self::Queue, batch: &mut blk::Batch<'_>) -> i32;
-    /// A Delete SQ or CQ command sent for `q` ended.
-    fn delete_done(q: &Self::Queue, error: bool);
+    /// A Delete SQ or CQ command sent for queue `qid` ended.
+    fn delete_done(&self, qid: u16, error: bool);
 }
 
 /// Registers glue.c's PCI driver (from the module's init; its callbacks reach the transport

@@ -529,16 +529,9 @@ impl Ctrl {
     }
 
     /// Sends Delete I/O SQ (`opcode` 0) or CQ (4) for `qid` without waiting; the transport's
-    /// `delete_done` runs with `q` when it ends.
-    pub(crate) fn submit_delete_queue<T: Transport>(
-        self,
-        opcode: u8,
-        qid: u16,
-        q: &T::Queue,
-    ) -> Result {
-        let q = core::ptr::from_ref(q).cast_mut().cast::<c_void>();
-        // SAFETY: the controller is valid; `q` belongs to the transport, which outlives the
-        // admin tag set the command runs on, so it is valid when `delete_done` gets it.
-        to_result(unsafe { ffi::nva_submit_delete_queue(self.raw(), opcode, qid, q) })
+    /// `delete_done` runs with `qid` when it ends.
+    pub(crate) fn submit_delete_queue(self, opcode: u8, qid: u16) -> Result {
+        // SAFETY: the controller is valid.
+        to_result(unsafe { ffi::nva_submit_delete_queue(self.raw(), opcode, qid) })
     }
 }
