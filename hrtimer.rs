@@ -87,7 +87,7 @@ impl Queue {
     /// Ends a poll episode, if one runs: cancels the timer and unmasks the vector.
     fn end_episode(&self) {
         // Waits for a running expiry; a pending one is removed and never runs.
-        self.timer.cancel();
+        self.wakeups.timer().cancel();
         let mut cq = self.lock_cq();
         let was_polling = cq.adaptive.policy.abort_polling();
         self.publish(&mut cq.adaptive.policy);

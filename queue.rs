@@ -36,8 +36,7 @@ use crate::{
     sys::{
         blk::{self, Batch, LocalRqList, Request, Status, Tags},
         dma::Unbindable,
-        hrtimer::PollTimer,
-        irq::{Irq, LineSlot},
+        irq::{Irq, IrqAndTimer, LineSlot},
         nvme::{self, Ctrl},
         pci::{Function, Regs},
         sync::Waiter,
@@ -217,41 +216,38 @@ pub(crate) struct Cq {
     pub(crate) adaptive: Adaptive,
 }
 
-/// A queue pair. The admin queue is queue 0; I/O queues have an interrupt vector of their own
-/// (or share vector 0), or none as poll queues.
-#[pin_data]
-pub(crate) struct Queue {
-    /// First: dropping the queue frees its interrupt (waiting for a running handler) ...
-    #[pin]
-    pub(crate) line: LineSlot,
-    /// ... and stops its poll timer before anything either uses goes.
-    #[pin]
-    pub(crate) timer: PollTimer<Queue>,
-    pub(crate) qid: u16,
-    pub(crate) hw: Arc<Hw>,
-    #[pin]
-    sq: SpinLock<Sq>,
-    #[pin]
-    cq: SpinLockIrq<Cq>,
-    enabled: Atomic<bool>,
-    polled: Atomic<bool>,
-    /// The vector's interrupt when the queue owns it alone (it may then mask it and poll);
-    /// 0 otherwise.
-    own_irq: Atomic<u32>,
-    /// The CQ's MSI-X vector index.
-    vector: Atomic<u32>,
-    #[pin]
-    deleted: Waiter,
-    delete_failed: Atomic<bool>,
-    /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock, and only
-    /// while the trace is on). 16 bits wide: the kernel crate reaches those atomics without its
-    /// out-of-line `AtomicRepr::as_ptr` (only the C helper is called).
-    tail_seen: Atomic<i16>,
-    pub(crate) stats: Arc<QueueStats>,
+crate::irq_and_timer_owner! {
+    /// A queue pair. The admin queue is queue 0; I/O queues have an interrupt vector of their own
+    /// (or share vector 0), or none as poll queues.
+    #[pin_data]
+    pub(crate) struct Queue {
+        /// Dropped first: frees the interrupt and stops the poll timer before anything either
+        /// uses goes.
+        #[pin]
+        pub(crate) wakeups: IrqAndTimer<Self>,
+        pub(crate) qid: u16,
+        pub(crate) hw: Arc<Hw>,
+        #[pin]
+        sq: SpinLock<Sq>,
+        #[pin]
+        cq: SpinLockIrq<Cq>,
+        enabled: Atomic<bool>,
+        polled: Atomic<bool>,
+        /// The vector's interrupt when the queue owns it alone (it may then mask it and poll);
+        /// 0 otherwise.
+        own_irq: Atomic<u32>,
+        /// The CQ's MSI-X vector index.
+        vector: Atomic<u32>,
+        #[pin]
+        deleted: Waiter,
+        delete_failed: Atomic<bool>,
+        /// Mirror of the SQ tail, for the trace of completions (read without the SQ lock, and only
+        /// while the trace is on). 16 bits wide: the kernel crate reaches those atomics without its
+        /// out-of-line `AtomicRepr::as_ptr` (only the C helper is called).
+        tail_seen: Atomic<i16>,
+        pub(crate) stats: Arc<QueueStats>,
+    }
 }
-
-crate::impl_has_irq_line!(Queue, line);
-crate::impl_has_poll_timer!(Queue, timer);
 
 impl Queue {
     /// A queue without rings; they come with [`Queue::alloc_rings`].
@@ -259,8 +255,7 @@ impl Queue {
         pin_init::pin_init_scope(move || {
             let stats = Arc::new(QueueStats::default(), GFP_KERNEL)?;
             Ok(try_pin_init!(Self {
-                line <- LineSlot::new(),
-                timer <- PollTimer::new(),
+                wakeups <- IrqAndTimer::new(),
                 qid,
                 hw,
                 sq <- new_spinlock!(Sq {
@@ -452,7 +447,7 @@ impl Queue {
     pub(crate) fn free_irq(&self) {
         self.sq.lock().owns_vector = false;
         self.own_irq.store(0, Relaxed);
-        self.line.free();
+        self.wakeups.line().free();
     }
 
     /// The interrupt of a queue that owns its vector.
@@ -465,7 +460,7 @@ impl Queue {
 
     /// The interrupt of the queue's vector, shared or not.
     pub(crate) fn irq(&self) -> Option<Irq> {
-        self.line.irq()
+        self.wakeups.line().irq()
     }
 
     pub(crate) fn set_enabled(&self, enabled: bool) {

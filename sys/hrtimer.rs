@@ -19,9 +19,9 @@ pub(crate) trait Expiry: Sync {
 ///
 /// # Safety
 ///
-/// `OFFSET` is the offset of a `PollTimer<Self>` field of `Self`, declared before every field
-/// the expiry uses (dropping the timer cancels it and waits for a running expiry). Implement it
-/// with [`impl_has_poll_timer!`](crate::impl_has_poll_timer).
+/// `OFFSET` is the offset of a `PollTimer<Self>` inside `Self`, dropped before every field the
+/// expiry uses (dropping the timer cancels it and waits for a running expiry). Implemented by
+/// [`irq_and_timer_owner!`](crate::irq_and_timer_owner).
 pub(crate) unsafe trait HasPollTimer: Expiry + Sized {
     const OFFSET: usize;
 
@@ -39,22 +39,6 @@ pub(crate) unsafe trait HasPollTimer: Expiry + Sized {
         };
         timer.start(ns);
     }
-}
-
-/// Implements [`HasPollTimer`] for `$t` with its field `$field`, which must come before every
-/// field the expiry uses.
-#[macro_export]
-macro_rules! impl_has_poll_timer {
-    ($t:ty, $field:ident) => {
-        // SAFETY: `$field` is a `PollTimer<$t>` field of `$t` (checked below); the invocation
-        // promises its place.
-        unsafe impl $crate::sys::hrtimer::HasPollTimer for $t {
-            const OFFSET: usize = {
-                let _: fn(&$t) -> &$crate::sys::hrtimer::PollTimer<$t> = |o| &o.$field;
-                core::mem::offset_of!($t, $field)
-            };
-        }
-    };
 }
 
 /// # Invariants

@@ -13,6 +13,8 @@ use kernel::{
     str::CString, sync::Mutex,
 };
 
+use super::hrtimer::{HasPollTimer, PollTimer};
+
 /// Something that handles a hard interrupt.
 pub(crate) trait Handler: Sync {
     /// Runs in hard-IRQ context with local interrupts off. Returns whether the device had
@@ -85,21 +87,88 @@ impl Drop for IrqLine {
 ///
 /// `line_slot` returns a field of `Self` that is declared before every field the handler
 /// uses, so that dropping `Self` frees the line (waiting for a running handler) before any of
-/// them goes. Implement it with [`impl_has_irq_line!`](crate::impl_has_irq_line).
+/// them goes. Implemented by [`irq_and_timer_owner!`](crate::irq_and_timer_owner).
 pub(crate) unsafe trait HasIrqLine: Handler + Sized {
     fn line_slot(&self) -> &LineSlot;
 }
 
-/// Implements [`HasIrqLine`] for `$t` with its field `$field`, which must come before every
-/// field the handler uses.
+/// An interrupt line and the poll timer that stands in for it while the vector is masked,
+/// kept together as the first field of their owner by [`irq_and_timer_owner!`]: dropping it
+/// frees the line (waiting for a running handler, which may arm the timer) and then cancels
+/// the timer (waiting for a running expiry), so that neither runs once the owner's other fields
+/// go, and both are left in a valid state for their own drops.
+#[pin_data(PinnedDrop)]
+pub(crate) struct IrqAndTimer<T: HasPollTimer> {
+    #[pin]
+    line: LineSlot,
+    #[pin]
+    timer: PollTimer<T>,
+}
+
+impl<T: HasPollTimer> IrqAndTimer<T> {
+    /// Where the timer lies in the pair, for [`HasPollTimer::OFFSET`].
+    pub(crate) const TIMER_OFFSET: usize = core::mem::offset_of!(Self, timer);
+
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            line <- LineSlot::new(),
+            timer <- PollTimer::new(),
+        })
+    }
+
+    pub(crate) fn line(&self) -> &LineSlot {
+        &self.line
+    }
+
+    pub(crate) fn timer(&self) -> &PollTimer<T> {
+        &self.timer
+    }
+}
+
+#[pinned_drop]
+impl<T: HasPollTimer> PinnedDrop for IrqAndTimer<T> {
+    fn drop(self: Pin<&mut Self>) {
+        self.line.free();
+        self.timer.cancel();
+    }
+}
+
+/// Declares struct `$t` with an [`IrqAndTimer<Self>`] as its first field (so dropped before
+/// every other field) and implements [`HasIrqLine`] and [`HasPollTimer`] for it with that
+/// field: the promises both traits ask for hold by construction.
 #[macro_export]
-macro_rules! impl_has_irq_line {
-    ($t:ty, $field:ident) => {
-        // SAFETY: `$field` is a `LineSlot` field of `$t`; the invocation promises its place.
+macro_rules! irq_and_timer_owner {
+    (
+        $(#[$m:meta])*
+        $vis:vis struct $t:ident {
+            $(#[doc = $doc:expr])*
+            #[pin]
+            $fvis:vis $field:ident: IrqAndTimer<Self>,
+            $($rest:tt)*
+        }
+    ) => {
+        $(#[$m])*
+        $vis struct $t {
+            $(#[doc = $doc])*
+            #[pin]
+            $fvis $field: $crate::sys::irq::IrqAndTimer<$t>,
+            $($rest)*
+        }
+
+        // SAFETY: `$field` is the first field of `$t`, declared above: dropping it frees the
+        // line, waiting for a running handler, before any other field goes.
         unsafe impl $crate::sys::irq::HasIrqLine for $t {
             fn line_slot(&self) -> &$crate::sys::irq::LineSlot {
-                &self.$field
+                self.$field.line()
             }
+        }
+
+        // SAFETY: the timer lies `TIMER_OFFSET` into `$field`, the first field of `$t`:
+        // dropping it cancels the timer, waiting for a running expiry, before any other field
+        // goes (after the line, which it leaves freed).
+        unsafe impl $crate::sys::hrtimer::HasPollTimer for $t {
+            const OFFSET: usize = core::mem::offset_of!($t, $field)
+                + $crate::sys::irq::IrqAndTimer::<$t>::TIMER_OFFSET;
         }
     };
 }
