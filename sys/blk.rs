@@ -295,7 +295,8 @@ impl<P: Default> Request<P> {
 }
 
 /// A request on the controller, seen from the timeout handler: its command may complete at
-/// any moment, so the transport's data is out of reach.
+/// any moment, so the transport's data is out of reach. It derefs to a shared `Request`, which
+/// reads the request and marks it; its PDU and its data mapping need a `&mut Request`.
 pub(crate) struct InFlight<P>(Request<P>);
 
 impl<P: Default> InFlight<P> {

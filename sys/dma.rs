@@ -96,7 +96,7 @@ impl<P: Default> Request<P> {
     /// Returns its DMA address and length; undone with [`Request::unmap_page`].
     #[inline(always)]
     pub(crate) fn map_first_segment(
-        &self,
+        &mut self,
         f: &Function,
         max_end: u32,
     ) -> Result<(u64, u32), Status> {
@@ -109,13 +109,13 @@ impl<P: Default> Request<P> {
 
     /// Unmaps what [`Request::map_first_segment`] mapped.
     #[inline(always)]
-    pub(crate) fn unmap_page(&self, f: &Function, addr: u64, len: u32) {
+    pub(crate) fn unmap_page(&mut self, f: &Function, addr: u64, len: u32) {
         // SAFETY: `addr` and `len` are a mapping of this request's data.
         unsafe { ffi::nva_unmap_page(self.raw(), f.dma_dev(), addr, len) }
     }
 
     /// Maps the request's integrity metadata, one segment; undone with `unmap_page`.
-    pub(crate) fn map_integrity_segment(&self, f: &Function) -> Option<(u64, u32)> {
+    pub(crate) fn map_integrity_segment(&mut self, f: &Function) -> Option<(u64, u32)> {
         let (mut len, mut p2p, mut addr) = (0, false, 0);
         // SAFETY: the request is live and carries integrity data.
         unsafe { ffi::nva_rq_integrity_bvec(self.raw(), &mut len, &mut p2p) };
@@ -155,18 +155,18 @@ impl<P: Default> Request<P> {
 
     /// Unmaps the iterator's data mapping as a whole; false when each segment must be
     /// unmapped with [`Request::unmap_segment`].
-    pub(crate) fn unmap_data(&self, f: &Function, mapped: usize, p2p: P2p) -> bool {
+    pub(crate) fn unmap_data(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
         // SAFETY: the request's data was mapped with the iterator, `mapped` bytes of it.
         unsafe { ffi::nva_dma_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
-    pub(crate) fn unmap_meta(&self, f: &Function, mapped: usize, p2p: P2p) -> bool {
+    pub(crate) fn unmap_meta(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
         // SAFETY: the request's metadata was mapped with the iterator, `mapped` bytes of it.
         unsafe { ffi::nva_meta_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
     /// Unmaps one segment the iterator mapped.
-    pub(crate) fn unmap_segment(&self, f: &Function, seg: Segment) {
+    pub(crate) fn unmap_segment(&mut self, f: &Function, seg: Segment) {
         // SAFETY: `seg` is a segment mapped for this request.
         unsafe { ffi::nva_dma_unmap_phys(self.raw(), f.dma_dev(), seg.addr, seg.len, seg.p2p.0) }
     }
