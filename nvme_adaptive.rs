@@ -1105,7 +1105,7 @@ impl Transport for Controller {
         }
     }
 
-    fn queue(&self, qid: u32, tags: Tags) -> Option<&Queue> {
+    fn queue(&self, qid: u32, tags: Tags<Iod>) -> Option<&Queue> {
         let q = self.queues.get(qid as usize)?;
         q.set_tags(tags);
         Some(q)

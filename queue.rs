@@ -211,7 +211,7 @@ pub(crate) struct Cq {
     shadow: Option<Shadow>,
     /// Where the completions' command identifiers lead: under this lock, which every reap
     /// holds, so that finding a request costs no atomic access.
-    tags: Tags,
+    tags: Tags<Iod>,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
@@ -712,7 +712,7 @@ impl Queue {
     }
 
     /// Takes the tags blk-mq set the queue's hardware context up with (again).
-    pub(crate) fn set_tags(&self, tags: Tags) {
+    pub(crate) fn set_tags(&self, tags: Tags<Iod>) {
         self.lock_cq().tags = tags;
     }
 
@@ -811,7 +811,7 @@ impl Queue {
     fn handle(
         &self,
         cqe: &Completion,
-        tags: &Tags,
+        tags: &Tags<Iod>,
         adaptive: &mut Adaptive,
         batch: &mut Batch<'_>,
     ) {
@@ -822,7 +822,7 @@ impl Queue {
             self.hw.core.complete_aen(cqe.status, cqe.result);
             return;
         }
-        let Some(mut rq) = tags.find::<Iod>(cid) else {
+        let Some(mut rq) = tags.find(cid) else {
             self.stats.bad_completions.add(1);
             // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
             if self.stats.bad_completions.get().is_power_of_two() {

@@ -323,38 +323,51 @@ impl<P> core::ops::Deref for InFlight<P> {
     }
 }
 
-/// The tags of one hardware queue: from a command identifier to the request it names.
+/// The tags of one hardware queue: from a command identifier to the request it names, whose
+/// transport data is a `P`.
 ///
 /// # Invariants
 ///
-/// None, or blk-mq's tags of the hardware queue the holder serves.
-pub(crate) struct Tags(Option<NonNull<bindings::blk_mq_tags>>);
+/// None, or blk-mq's tags of the hardware queue the holder serves, of a tag set whose PDUs
+/// carry a `P`.
+pub(crate) struct Tags<P> {
+    tags: Option<NonNull<bindings::blk_mq_tags>>,
+    _pdu: PhantomData<P>,
+}
 
-// SAFETY: blk-mq's tags may be looked up from any CPU.
-unsafe impl Send for Tags {}
+// SAFETY: blk-mq's tags may be looked up from any CPU; the requests found are `Send` as `P` is.
+unsafe impl<P: Send> Send for Tags<P> {}
 
-impl Tags {
+impl<P: Default> Tags<P> {
     pub(crate) const fn none() -> Self {
-        Self(None)
+        Self {
+            tags: None,
+            _pdu: PhantomData,
+        }
     }
 
     /// # Safety
     ///
-    /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped.
+    /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped, of a tag set
+    /// of `P` PDUs.
     pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>) -> Self {
-        Self(Some(tags))
+        Self {
+            tags: Some(tags),
+            _pdu: PhantomData,
+        }
     }
 
     /// The request in flight under command identifier `cid`, if its generation matches.
-    pub(crate) fn find<P: Default>(&self, cid: u16) -> Option<Request<P>> {
-        let tags = self.0?.as_ptr();
+    pub(crate) fn find(&self, cid: u16) -> Option<Request<P>> {
+        let tags = self.tags?.as_ptr();
         // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
         // command's generation, which nvme-core advances at each completion, so a stale or
         // duplicate completion yields null. Controllers with `NVME_QUIRK_SKIP_CID_GEN` carry
         // no generation: they are trusted, as by the C driver, to complete a command once.
         let rq = unsafe { ffi::nva_find_rq(tags, cid) };
-        // SAFETY: a found request is in flight on this queue, issued by the transport (its
-        // tag set has `P` PDUs); the device completing it hands it back to the driver.
+        // SAFETY: a found request is in flight on this queue, issued by the transport; its tag
+        // set has `P` PDUs (type invariant); the device completing it hands it back to the
+        // driver.
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
     }
 }

@@ -235,8 +235,9 @@ pub(crate) unsafe fn init_hctx<T: Transport>(
         return core::ptr::null_mut();
     };
     // SAFETY: blk-mq's tags of this hardware queue stay valid while the hctx is mapped to it,
-    // and `init_hctx` runs again whenever that changes.
-    let tags = unsafe { blk::Tags::from_raw(tags) };
+    // and `init_hctx` runs again whenever that changes; the tag sets of a controller of `T`
+    // carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`).
+    let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags) };
     t.queue(qid, tags).map_or(core::ptr::null_mut(), |q| {
         core::ptr::from_ref(q).cast_mut().cast()
     })

@@ -63,7 +63,7 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     fn virt_boundary(&self, is_admin: bool) -> u64;
     fn reset_work(&self);
     /// The queue serving hardware queue `qid` (0: admin), which blk-mq is setting up.
-    fn queue(&self, qid: u32, tags: blk::Tags) -> Option<&Self::Queue>;
+    fn queue(&self, qid: u32, tags: blk::Tags<Self::Iod>) -> Option<&Self::Queue>;
     fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);
     /// An Abort command sent by [`Transport::timeout`] completed with `status`.
     fn abort_done(&self, status: u16);
