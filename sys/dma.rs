@@ -10,6 +10,8 @@ use kernel::{
     device::{Bound, Device},
     devres::Devres,
     prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+    warn_on,
 };
 
 use super::{
@@ -172,11 +174,37 @@ impl<P: Default> Request<P> {
     }
 }
 
+/// Which pool an allocation came from, and how many entries it holds, in one word (so that
+/// a request's descriptors stay small): every pool the module makes gets a new number, so that
+/// a pool can refuse what another one, or one since destroyed, handed out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Origin(u64);
+
+impl Origin {
+    const ENTRY_BITS: u32 = 16;
+
+    /// A new pool's, for allocations of `entries` entries; `EINVAL` if that does not fit.
+    fn new_pool(entries: usize) -> Result<Self> {
+        static NEXT_POOL: Atomic<u64> = Atomic::new(0);
+        if entries >> Self::ENTRY_BITS != 0 {
+            return Err(EINVAL);
+        }
+        // 48 bits of pool number do not wrap in the life of a machine.
+        let pool = NEXT_POOL.fetch_add(1, Relaxed);
+        Ok(Self(pool << Self::ENTRY_BITS | entries as u64))
+    }
+
+    fn entries(self) -> usize {
+        (self.0 & ((1 << Self::ENTRY_BITS) - 1)) as usize
+    }
+}
+
 /// A block from a [`DmaPool`]: CPU and device addresses. Give it back with [`DmaPool::free`].
 pub(crate) struct PoolBlock {
     cpu: NonNull<u64>,
     dma: u64,
-    words: usize,
+    /// The pool and the block's size in u64 words.
+    origin: Origin,
 }
 
 // SAFETY: the block is plain memory owned by whoever holds the token.
@@ -189,16 +217,16 @@ impl PoolBlock {
 
     /// Writes little-endian word `index` (the device's byte order); beyond the block, nothing.
     pub(crate) fn set(&mut self, index: usize, value: u64) {
-        if index < self.words {
-            // SAFETY: the block holds `words` aligned u64s; the device reads it only after the
-            // command that points at it is submitted.
+        if index < self.origin.entries() {
+            // SAFETY: the block holds `origin.entries()` aligned u64s; the device reads it only
+            // after the command that points at it is submitted.
             unsafe { self.cpu.as_ptr().add(index).write(value.to_le()) };
         }
     }
 
     /// Reads back little-endian word `index` (0 beyond the block).
     pub(crate) fn get(&self, index: usize) -> u64 {
-        if index < self.words {
+        if index < self.origin.entries() {
             // SAFETY: as in `set`.
             u64::from_le(unsafe { self.cpu.as_ptr().add(index).read() })
         } else {
@@ -211,10 +239,10 @@ impl PoolBlock {
 ///
 /// # Invariants
 ///
-/// `pool` was made by `dma_pool_create_node` with `size`-byte blocks.
+/// `pool` was made by `dma_pool_create_node` with blocks of `origin.entries()` u64 words.
 pub(crate) struct DmaPool {
     pool: NonNull<bindings::dma_pool>,
-    size: usize,
+    origin: Origin,
 }
 
 // SAFETY: `dma_pool_alloc` and `dma_pool_free` may be called from any context and CPU.
@@ -229,11 +257,12 @@ impl DmaPool {
         size: usize,
         align: usize,
     ) -> Result<Self> {
+        let origin = Origin::new_pool(size / 8)?;
         // SAFETY: `f` is a bound device; `name` is a static string.
         let pool = unsafe { ffi::nva_dma_pool_create(name.as_char_ptr(), f.raw(), size, align) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
-            size,
+            origin,
         })
     }
 
@@ -245,13 +274,17 @@ impl DmaPool {
         Some(PoolBlock {
             cpu: NonNull::new(cpu.cast::<u64>())?,
             dma,
-            words: self.size / 8,
+            origin: self.origin,
         })
     }
 
+    /// Gives back a block of this pool; another pool's block is leaked with a warning.
     pub(crate) fn free(&self, block: PoolBlock) {
-        // SAFETY: `block` came from this pool (`alloc` of a pool of the same size; the caller
-        // keeps blocks with their pool) and is given back once.
+        if warn_on!(block.origin != self.origin) {
+            return;
+        }
+        // SAFETY: `block` came from this pool (checked above), which is alive, and is given
+        // back once (it is consumed).
         unsafe {
             bindings::dma_pool_free(self.pool.as_ptr(), block.cpu.as_ptr().cast(), block.dma)
         };
@@ -276,7 +309,8 @@ pub(crate) struct SavedSegment {
 /// An array of remembered ranges from a [`SegmentPool`].
 pub(crate) struct SavedSegments {
     array: NonNull<SavedSegment>,
-    capacity: usize,
+    /// The pool and the array's capacity.
+    origin: Origin,
     len: usize,
 }
 
@@ -286,10 +320,10 @@ unsafe impl Send for SavedSegments {}
 impl SavedSegments {
     /// Remembers `seg`; false when the array is full.
     pub(crate) fn push(&mut self, addr: u64, len: u32) -> bool {
-        if self.len == self.capacity {
+        if self.len == self.origin.entries() {
             return false;
         }
-        // SAFETY: the array holds `capacity` entries; `len` is below it.
+        // SAFETY: the array holds `origin.entries()` entries; `len` is below it.
         unsafe {
             self.array
                 .as_ptr()
@@ -311,10 +345,10 @@ impl SavedSegments {
 ///
 /// # Invariants
 ///
-/// `pool` was made by `nva_vec_pool_create` for arrays of `capacity` entries.
+/// `pool` was made by `nva_vec_pool_create` for arrays of `origin.entries()` entries.
 pub(crate) struct SegmentPool {
     pool: NonNull<bindings::mempool_t>,
-    capacity: usize,
+    origin: Origin,
 }
 
 // SAFETY: mempools may be used from any context and CPU.
@@ -324,12 +358,13 @@ unsafe impl Sync for SegmentPool {}
 
 impl SegmentPool {
     pub(crate) fn new(f: &Function, capacity: usize) -> Result<Self> {
+        let origin = Origin::new_pool(capacity)?;
         let size = capacity * core::mem::size_of::<SavedSegment>();
         // SAFETY: creates a mempool of kmalloc'ed `size`-byte elements.
         let pool = unsafe { ffi::nva_vec_pool_create(size, f.numa_node()) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
-            capacity,
+            origin,
         })
     }
 
@@ -338,13 +373,18 @@ impl SegmentPool {
         let p = unsafe { ffi::nva_vec_pool_alloc(self.pool.as_ptr()) };
         Some(SavedSegments {
             array: NonNull::new(p.cast::<SavedSegment>())?,
-            capacity: self.capacity,
+            origin: self.origin,
             len: 0,
         })
     }
 
+    /// Gives back an array of this pool; another pool's array is leaked with a warning.
     pub(crate) fn free(&self, saved: SavedSegments) {
-        // SAFETY: the array came from this pool and is given back once.
+        if warn_on!(saved.origin != self.origin) {
+            return;
+        }
+        // SAFETY: the array came from this pool (checked above), which is alive, and is given
+        // back once (it is consumed).
         unsafe { ffi::nva_vec_pool_free(self.pool.as_ptr(), saved.array.as_ptr().cast()) };
     }
 }
