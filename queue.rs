@@ -511,8 +511,10 @@ impl Queue {
             return Err(rq.fail_nonready());
         }
         self.prep(&mut rq)?;
-        self.submit_request(&mut rq, last)
-            .inspect_err(|_| self.unprep(&mut rq))
+        self.submit_request(rq, last).map_err(|mut rq| {
+            self.unprep(&mut rq);
+            Status::ioerr()
+        })
     }
 
     /// Builds and maps a request's command and starts the request (`nvme_prep_rq`).
@@ -595,12 +597,13 @@ impl Queue {
         Ok(())
     }
 
-    /// Submits a prepared request's command (see [`Queue::submit`]).
-    fn submit_request(&self, rq: &mut Request<Iod>, ring_now: bool) -> Result<(), Status> {
+    /// Submits a prepared request's command (see [`Queue::submit`]); gives the request back
+    /// when the queue has no ring.
+    fn submit_request(&self, mut rq: Request<Iod>, ring_now: bool) -> Result<(), Request<Iod>> {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
-        rq.pdu().submitted_ns = self.submission_time(&sq, rq, retried, &mut None);
-        self.copy_command(&mut sq, rq.command())?;
+        rq.pdu().submitted_ns = self.submission_time(&sq, &rq, retried, &mut None);
+        self.copy_request(&mut sq, rq)?;
         sq.submitted.add(1, &self.stats.submitted);
         if retried {
             self.stats.retries.add(1);
@@ -621,7 +624,7 @@ impl Queue {
             while let Some(mut rq) = list.pop() {
                 let retried = rq.retries() > 0;
                 rq.pdu().submitted_ns = self.submission_time(&sq, &rq, retried, &mut now);
-                if self.copy_command(&mut sq, rq.command()).is_err() {
+                if let Err(rq) = self.copy_request(&mut sq, rq) {
                     list.push(rq);
                     break;
                 }
@@ -661,6 +664,17 @@ impl Queue {
             Some(stamp) => stamp,
             None if params::adaptive() => *now.get_or_insert_with(blk::clock_ns),
             None => 0,
+        }
+    }
+
+    /// Copies a request's command to the ring: the request is the device's from here (its
+    /// completion hands it back through the tags), so it is consumed; given back when the
+    /// queue has no ring.
+    #[inline]
+    fn copy_request(&self, sq: &mut Sq, mut rq: Request<Iod>) -> Result<(), Request<Iod>> {
+        match self.copy_command(sq, rq.command()) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(rq),
         }
     }
 
