@@ -31,7 +31,8 @@ mod stats;
 mod sys;
 
 struct NvmeAdaptiveModule {
-    /// Dropped first: every controller is unbound before the debugfs directory goes.
+    /// Dropped first: every controller is unbound, its statistics files gone, before the
+    /// debugfs directory is.
     _driver: sys::DriverRegistration,
     _debugfs: sys::debugfs::Root,
 }

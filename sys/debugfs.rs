@@ -2,40 +2,60 @@
 
 //! The module's debugfs directory, where each controller keeps its statistics.
 
-use core::ptr;
 use kernel::{
     debugfs,
     prelude::*,
-    sync::atomic::{Acquire, Atomic, Release},
+    sync::atomic::{Acquire, Atomic, Full, Release},
 };
 
-/// The module's directory while [`Root`] lives.
-static ROOT: Atomic<*mut debugfs::Dir> = Atomic::new(ptr::null_mut());
-
-/// Owns the module's debugfs directory (`/sys/kernel/debug/nvme_adaptive`).
-pub(crate) struct Root {
-    _dir: KBox<debugfs::Dir>,
+kernel::sync::global_lock! {
+    // SAFETY: `Root::new` initialises it once (see `STATE`); nothing locks it before.
+    unsafe(uninit) static ROOT: Mutex<Option<debugfs::Dir>> = None;
 }
 
+/// Where `ROOT`'s lock is in its life: `UNINIT`, being initialised, or `READY`.
+static STATE: Atomic<i32> = Atomic::new(UNINIT);
+const UNINIT: i32 = 0;
+const INITIALISING: i32 = 1;
+const READY: i32 = 2;
+
+/// Owns the module's debugfs directory (`/sys/kernel/debug/nvme_adaptive`): the directory goes
+/// when the `Root` and every controller's subdirectory have gone.
+pub(crate) struct Root(());
+
 impl Root {
+    /// Makes the directory; `EBUSY` while another `Root` has it.
     pub(crate) fn new() -> Result<Self> {
-        let mut dir = KBox::new(debugfs::Dir::new(c"nvme_adaptive"), GFP_KERNEL)?;
-        ROOT.store(&raw mut *dir, Release);
-        Ok(Self { _dir: dir })
+        match STATE.cmpxchg(UNINIT, INITIALISING, Full) {
+            Ok(_) => {
+                // SAFETY: only the caller that moved `STATE` from `UNINIT` gets here, so once;
+                // nothing locks `ROOT` before `STATE` is `READY`.
+                unsafe { ROOT.init() };
+                STATE.store(READY, Release);
+            }
+            Err(READY) => {}
+            Err(_) => return Err(EBUSY),
+        }
+        let mut root = ROOT.lock();
+        if root.is_some() {
+            return Err(EBUSY);
+        }
+        *root = Some(debugfs::Dir::new(c"nvme_adaptive"));
+        Ok(Self(()))
     }
 }
 
 impl Drop for Root {
     fn drop(&mut self) {
-        ROOT.store(ptr::null_mut(), Release);
+        let dir = ROOT.lock().take();
+        drop(dir);
     }
 }
 
-/// The module's directory, if it exists.
-pub(crate) fn root() -> Option<&'static debugfs::Dir> {
-    let root = ROOT.load(Acquire);
-    // SAFETY: `root` is null or points to the boxed directory of the live `Root`, which the
-    // module drops only after its PCI driver is unregistered, that is after every controller
-    // (the only callers) is gone.
-    unsafe { root.as_ref() }
+/// The module's directory, if it exists; a controller's subdirectory keeps it alive.
+pub(crate) fn root() -> Option<debugfs::Dir> {
+    if STATE.load(Acquire) != READY {
+        return None;
+    }
+    ROOT.lock().clone()
 }
