@@ -219,7 +219,6 @@ pub(crate) struct Cq {
 crate::irq_and_timer_owner! {
     /// A queue pair. The admin queue is queue 0; I/O queues have an interrupt vector of their own
     /// (or share vector 0), or none as poll queues.
-    #[pin_data]
     pub(crate) struct Queue {
         /// Dropped first: frees the interrupt and stops the poll timer before anything either
         /// uses goes.

@@ -85,7 +85,7 @@ impl Drop for IrqLine {
 ///
 /// # Safety
 ///
-/// `line_slot` returns a field of `Self` that is declared before every field the handler
+/// `line_slot` returns a slot inside `Self` that is dropped before every field the handler
 /// uses, so that dropping `Self` frees the line (waiting for a running handler) before any of
 /// them goes. Implemented by [`irq_and_timer_owner!`](crate::irq_and_timer_owner).
 pub(crate) unsafe trait HasIrqLine: Handler + Sized {
@@ -135,7 +135,9 @@ impl<T: HasPollTimer> PinnedDrop for IrqAndTimer<T> {
 
 /// Declares struct `$t` with an [`IrqAndTimer<Self>`] as its first field (so dropped before
 /// every other field) and implements [`HasIrqLine`] and [`HasPollTimer`] for it with that
-/// field: the promises both traits ask for hold by construction.
+/// field: the promises both traits ask for hold by construction. The macro adds `#[pin_data]`
+/// itself, without `PinnedDrop`: a drop of the struct's own would run before the first field's,
+/// while the handler and the expiry may still run. That field takes doc comments only.
 #[macro_export]
 macro_rules! irq_and_timer_owner {
     (
@@ -148,6 +150,7 @@ macro_rules! irq_and_timer_owner {
         }
     ) => {
         $(#[$m])*
+        #[pin_data]
         $vis struct $t {
             $(#[doc = $doc])*
             #[pin]
@@ -155,17 +158,18 @@ macro_rules! irq_and_timer_owner {
             $($rest)*
         }
 
-        // SAFETY: `$field` is the first field of `$t`, declared above: dropping it frees the
-        // line, waiting for a running handler, before any other field goes.
+        // SAFETY: `$field` is the first field of `$t`, declared above with no drop of its own
+        // (`pin_data` without `PinnedDrop` forbids one): dropping it frees the line, waiting for
+        // a running handler, before any other field goes.
         unsafe impl $crate::sys::irq::HasIrqLine for $t {
             fn line_slot(&self) -> &$crate::sys::irq::LineSlot {
                 self.$field.line()
             }
         }
 
-        // SAFETY: the timer lies `TIMER_OFFSET` into `$field`, the first field of `$t`:
-        // dropping it cancels the timer, waiting for a running expiry, before any other field
-        // goes (after the line, which it leaves freed).
+        // SAFETY: the timer lies `TIMER_OFFSET` into `$field`, the first field of `$t`, which
+        // has no drop of its own (as above): dropping it cancels the timer, waiting for a
+        // running expiry, before any other field goes (after the line, which it leaves freed).
         unsafe impl $crate::sys::hrtimer::HasPollTimer for $t {
             const OFFSET: usize = core::mem::offset_of!($t, $field)
                 + $crate::sys::irq::IrqAndTimer::<$t>::TIMER_OFFSET;
