@@ -33,7 +33,8 @@ impl Root {
                 unsafe { ROOT.init() };
                 STATE.store(READY, Release);
             }
-            Err(READY) => {}
+            // A failed exchange reads relaxed: read again to see the initialisation.
+            Err(_) if STATE.load(Acquire) == READY => {}
             Err(_) => return Err(EBUSY),
         }
         let mut root = ROOT.lock();
