@@ -281,7 +281,7 @@ fn map_data(f: &Function, pools: &Pools, sgl: SglUse, rq: &mut Request<Iod>) -> 
 }
 
 /// The average segment size, in bytes: a coalesced mapping is one segment.
-fn average_segment(rq: &Request<Iod>) -> u32 {
+fn average_segment(rq: &mut Request<Iod>) -> u32 {
     let segments = if rq.data_coalesced() {
         1
     } else {

@@ -139,18 +139,18 @@ impl<P: Default> Request<P> {
     }
 
     /// Whether the iterator merged all data into one range (an IOMMU mapping).
-    pub(crate) fn data_coalesced(&self) -> bool {
+    pub(crate) fn data_coalesced(&mut self) -> bool {
         // SAFETY: the request is live and its data mapping was started.
         unsafe { ffi::nva_dma_coalesced(self.raw()) }
     }
 
-    pub(crate) fn meta_coalesced(&self) -> bool {
+    pub(crate) fn meta_coalesced(&mut self) -> bool {
         // SAFETY: the request is live and its metadata mapping was started.
         unsafe { ffi::nva_meta_coalesced(self.raw()) }
     }
 
     /// Whether each data segment must be unmapped on its own (so remembered while mapping).
-    pub(crate) fn data_needs_unmap_each(&self, f: &Function, p2p: P2p) -> bool {
+    pub(crate) fn data_needs_unmap_each(&mut self, f: &Function, p2p: P2p) -> bool {
         // SAFETY: the request is live and its data mapping was started.
         unsafe { ffi::nva_dma_need_unmap_each(self.raw(), f.dma_dev(), p2p.0) }
     }
@@ -293,7 +293,9 @@ impl DmaPool {
 
 impl Drop for DmaPool {
     fn drop(&mut self) {
-        // SAFETY: made in `new`; every block was freed (their holders are gone).
+        // SAFETY: made in `new`; nothing allocates from it any more. A block still out (one
+        // `free` refused, or a holder that leaked it) keeps its page: `dma_pool_destroy`
+        // reports a busy pool and leaks it.
         unsafe { bindings::dma_pool_destroy(self.pool.as_ptr()) };
     }
 }
