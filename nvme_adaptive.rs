@@ -1284,8 +1284,13 @@ impl Transport for Controller {
     }
 
     fn delete_done(&self, qid: u16, failed: bool) {
-        if let Some(q) = self.queues.get(usize::from(qid)) {
-            q.delete_done(failed);
+        match self.queues.get(usize::from(qid)) {
+            Some(q) => q.delete_done(failed),
+            None => dev_warn!(
+                self.core().device(),
+                "Delete ended for unknown queue {}\n",
+                qid
+            ),
         }
     }
 }

@@ -597,7 +597,7 @@ impl Queue {
     }
 
     /// Submits a prepared request's command (see [`Queue::submit`]); gives the request back
-    /// when the queue has no ring.
+    /// when the ring cannot take it.
     fn submit_request(&self, mut rq: Request<Iod>, ring_now: bool) -> Result<(), Request<Iod>> {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
@@ -667,8 +667,8 @@ impl Queue {
     }
 
     /// Copies a request's command to the ring: the request is the device's from here (its
-    /// completion hands it back through the tags), so it is consumed; given back when the
-    /// queue has no ring.
+    /// completion hands it back through the tags), so it is consumed; given back when the ring
+    /// cannot take it (the queue lost its ring).
     #[inline]
     fn copy_request(&self, sq: &mut Sq, mut rq: Request<Iod>) -> Result<(), Request<Iod>> {
         match self.copy_command(sq, rq.command()) {

@@ -69,9 +69,9 @@ pub(crate) fn clock_ns() -> u64 {
 /// # Invariants
 ///
 /// Points to a live request of a tag set whose PDU is glue.c's `struct nva_iod` followed by a
-/// `P` (the tag set was made by [`nvme::Ctrl::alloc_io_tag_set::<P>`] or the admin variant, and
-/// its `init_request` set up nvme-core's part). The holder has exclusive use of the
-/// transport's part of its PDU.
+/// `P` (the tag set was made by [`nvme::Ctrl::alloc_io_tag_set`], or the admin variant, for a
+/// transport whose `Iod` is `P`, and its `init_request` set up nvme-core's part). The holder
+/// has exclusive use of the transport's part of its PDU.
 pub(crate) struct Request<P> {
     rq: NonNull<bindings::request>,
     _pdu: PhantomData<P>,

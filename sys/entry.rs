@@ -175,7 +175,8 @@ forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admi
 forward!(reset_work() -> () => |t| t.reset_work());
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
 // The controller may have stopped waiting for the command (a timeout), but the transport
-// lives until `free_ctrl`, which waits for the admin queue the command holds.
+// lives until `free_ctrl`, after nvme-core's last reference, which teardown drops only after
+// destroying the admin queue (`nvme_remove_admin_tag_set`), which waits for the command.
 forward!(delete_done(qid: u16, error: u8) -> () => |t| t.delete_done(qid, error != 0));
 forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
 forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));

@@ -795,7 +795,7 @@ static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error
 {
 	struct nva_ctrl *c = to_nva(nvme_req(req)->ctrl);
 
-	nva_rust_delete_done(c->transport, (uintptr_t)req->end_io_data, error);
+	nva_rust_delete_done(c->transport, (u16)(uintptr_t)req->end_io_data, error);
 	blk_mq_free_request(req);
 	return RQ_END_IO_NONE;
 }
