@@ -31,7 +31,7 @@ use crate::{
     regs::{self, csts},
     stats::QueueStats,
     sys::{
-        blk::{Batch, InFlight, LocalRqList, MapKind, QueueMaps, Request, RqList, Status, Tags},
+        blk::{Batch, InFlight, LocalRqList, MapKind, QueueMaps, Rejected, Request, RqList, Tags},
         debugfs as module_debugfs,
         dma::Unbindable,
         nvme::{self, Ctrl, Quirk, Quirks, State},
@@ -1146,7 +1146,7 @@ impl Transport for Controller {
     }
 
     #[inline(always)]
-    fn queue_rq(q: &Queue, rq: Request<Iod>, last: bool) -> Result<(), Status> {
+    fn queue_rq(q: &Queue, rq: Request<Iod>, last: bool) -> Result<(), Rejected> {
         q.queue_rq(rq, last)
     }
 

@@ -34,7 +34,7 @@ use crate::{
     regs::Doorbells,
     stats::{CqTallies, QueueStats, Tally},
     sys::{
-        blk::{self, Batch, LocalRqList, Request, Status, Tags},
+        blk::{self, Batch, LocalRqList, Rejected, Request, Status, Tags},
         dma::Unbindable,
         irq::{Irq, IrqAndTimer, LineSlot},
         nvme::{self, Ctrl},
@@ -501,18 +501,20 @@ impl Queue {
     }
 
     /// blk-mq's `queue_rq`: the request becomes a command on the ring.
-    pub(crate) fn queue_rq(&self, mut rq: Request<Iod>, last: bool) -> Result<(), Status> {
+    pub(crate) fn queue_rq(&self, mut rq: Request<Iod>, last: bool) -> Result<(), Rejected> {
         // blk-mq may still call a dying queue while it drains it.
         if !self.is_enabled() {
-            return Err(Status::ioerr());
+            return Err(rq.reject(Status::ioerr()));
         }
         if !rq.check_ready() {
-            return Err(rq.fail_nonready());
+            return rq.fail_nonready();
         }
-        self.prep(&mut rq)?;
+        if let Err(status) = self.prep(&mut rq) {
+            return Err(rq.reject(status));
+        }
         self.submit_request(rq, last).map_err(|mut rq| {
             self.unprep(&mut rq);
-            Status::ioerr()
+            rq.reject(Status::ioerr())
         })
     }
 

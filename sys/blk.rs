@@ -50,6 +50,17 @@ impl Status {
     }
 }
 
+/// A request `queue_rq` gives back to blk-mq with a status (retry it later, or end it with
+/// that error). Made only from the request itself, so that a request handed back cannot also
+/// have been ended or issued.
+pub(crate) struct Rejected(Status);
+
+impl Rejected {
+    pub(super) fn status(&self) -> Status {
+        self.0
+    }
+}
+
 /// Asserts at build time that a transport PDU fits the 8-byte alignment glue.c gives it.
 pub(super) const fn check_pdu<P>() {
     assert!(core::mem::align_of::<P>() <= 8);
@@ -209,10 +220,16 @@ impl<P: Default> Request<P> {
         unsafe { ffi::nva_rq_check_ready(self.raw()) }
     }
 
-    /// What to return for a request the controller cannot take in its state.
-    pub(crate) fn fail_nonready(self) -> Status {
+    /// Gives the request back to blk-mq with `status` (from `queue_rq`).
+    pub(crate) fn reject(self, status: Status) -> Rejected {
+        Rejected(status)
+    }
+
+    /// Deals with a request the controller cannot take in its state: gives it back to be
+    /// retried, or nvme-core ends it with a host path error (`Ok`).
+    pub(crate) fn fail_nonready(self) -> Result<(), Rejected> {
         // SAFETY: the request is live and not started.
-        Status(unsafe { ffi::nva_rq_fail_nonready(self.raw()) })
+        Status::from_raw(unsafe { ffi::nva_rq_fail_nonready(self.raw()) }).map_err(Rejected)
     }
 
     /// Ends a started request that never reached the controller with a host path error:

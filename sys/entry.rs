@@ -269,7 +269,7 @@ pub(crate) unsafe fn queue_rq<T: Transport>(
     let rq = unsafe { blk::Request::from_raw(rq) };
     match T::queue_rq(q, rq, last) {
         Ok(()) => blk::Status::OK.to_raw(),
-        Err(s) => s.to_raw(),
+        Err(rejected) => rejected.status().to_raw(),
     }
 }
 

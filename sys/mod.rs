@@ -72,11 +72,12 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     /// The offline of CPU `cpu` ended: it went down, or a failed offline brought it back.
     fn cpu_down_ended(&self, cpu: u32);
 
+    /// blk-mq's `queue_rq`: issues the request, or gives it back with a status.
     fn queue_rq(
         q: &Self::Queue,
         rq: blk::Request<Self::Iod>,
         last: bool,
-    ) -> Result<(), blk::Status>;
+    ) -> Result<(), blk::Rejected>;
     fn queue_rqs(list: &mut blk::RqList<'_, Self>);
     fn commit_rqs(q: &Self::Queue);
     /// blk-mq's `complete`: the request's command is done (on this CPU).
