@@ -4,7 +4,7 @@
 //! per-request data), hardware queue tags, completion batches, request lists and queue maps.
 
 use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
-use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic};
+use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic, warn_on};
 
 use super::{ffi, nvme, Transport};
 use crate::cmd::Command;
@@ -566,6 +566,8 @@ impl QueueMaps<'_> {
 
     /// Gives map `kind` `nr_queues` hardware queues from `queue_offset` on, spread over the
     /// CPUs like the interrupt vectors from `vector_offset` on, or evenly without vectors.
+    /// Queues the tag set does not have leave the map sending every CPU to the first queue,
+    /// with a warning.
     pub(crate) fn map(
         &mut self,
         kind: MapKind,
@@ -578,10 +580,11 @@ impl QueueMaps<'_> {
         }
         let set = self.set.as_ptr();
         // SAFETY: the tag set is valid and has map `kind`; blk-mq calls map_queues with the
-        // maps' CPU tables allocated.
+        // maps' CPU tables allocated; glue.c checks that the queues exist, so the CPU tables
+        // name only queues of the tag set.
         unsafe {
-            ffi::nva_map_set(set, kind.raw(), nr_queues, queue_offset);
-            if nr_queues == 0 {
+            let set_queues = ffi::nva_map_set(set, kind.raw(), nr_queues, queue_offset);
+            if warn_on!(set_queues != 0) || nr_queues == 0 {
                 return;
             }
             match vector_offset {

@@ -155,7 +155,7 @@ extern "C" {
         kind: c_uint,
         nr_queues: c_uint,
         queue_offset: c_uint,
-    );
+    ) -> c_int;
     pub(crate) fn nva_map_count(set: *mut blk_mq_tag_set) -> c_uint;
     pub(crate) fn nva_map_hw_queues(
         c: *mut NvaCtrl,

@@ -548,12 +548,18 @@ void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr)
 		blk_mq_update_nr_hw_queues(&c->tagset, nr);
 }
 
-/* Sets the queue counts of map @type of a tag set being mapped. */
-void nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues,
-		 unsigned int queue_offset)
+/*
+ * Sets the queue counts of map @type of a tag set being mapped; -EINVAL, leaving the map to
+ * send every CPU to the first queue (blk-mq cleared it), for queues the tag set does not have.
+ */
+int nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues,
+		unsigned int queue_offset)
 {
+	if (queue_offset > set->nr_hw_queues || nr_queues > set->nr_hw_queues - queue_offset)
+		return -EINVAL;
 	set->map[type].nr_queues = nr_queues;
 	set->map[type].queue_offset = queue_offset;
+	return 0;
 }
 
 unsigned int nva_map_count(struct blk_mq_tag_set *set)

@@ -120,7 +120,7 @@ void nva_remove_admin_tag_set(struct nva_ctrl *c);
 int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size);
 void nva_remove_io_tag_set(struct nva_ctrl *c);
 void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr);
-void nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues, unsigned int queue_offset);
+int nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues, unsigned int queue_offset);
 unsigned int nva_map_count(struct blk_mq_tag_set *set);
 void nva_map_hw_queues(struct nva_ctrl *c, struct blk_mq_tag_set *set, unsigned int type, unsigned int vector_offset);
 void nva_map_queues_plain(struct blk_mq_tag_set *set, unsigned int type);
