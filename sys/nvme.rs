@@ -311,10 +311,13 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_set_queue_count_field(self.raw(), n) }
     }
 
-    /// The I/O queue size nvme-core gives its tag sets, 0's based.
+    /// The I/O queue size nvme-core gives its tag sets, 0's based; at most 4095, as a tag
+    /// must fit the 12 low bits of a command identifier (`nvme_cid`), the rest being the
+    /// generation that tells a stale completion from a current one.
     pub(crate) fn set_sqsize(self, sqsize: u16) {
+        const MAX_SQSIZE: u16 = (1 << 12) - 1;
         // SAFETY: the controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_sqsize(self.raw(), sqsize) }
+        unsafe { ffi::nva_ctrl_set_sqsize(self.raw(), sqsize.min(MAX_SQSIZE)) }
     }
 
     pub(crate) fn set_limits(self, max_hw_sectors: u32, max_segments: u32, max_integrity: u32) {
