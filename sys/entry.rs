@@ -14,6 +14,7 @@ use kernel::{
     ffi::{c_int, c_uint, c_ulong, c_void},
     pci::Device as PciDevice,
     prelude::*,
+    sync::atomic::{Acquire, Atomic, Release},
 };
 
 use super::{blk, ffi, nvme, pci, Transport};
@@ -21,6 +22,10 @@ use super::{blk, ffi, nvme, pci, Transport};
 /// Keeps the PCI driver and its CPU hotplug states registered; unregisters them (unbinding
 /// every controller first) when dropped.
 pub(crate) struct DriverRegistration(());
+
+/// Whether a [`DriverRegistration`] exists: glue.c has one driver and one pair of hotplug
+/// states, which a second registration would overwrite.
+static REGISTERED: Atomic<bool> = Atomic::new(false);
 
 impl Drop for DriverRegistration {
     fn drop(&mut self) {
@@ -30,11 +35,25 @@ impl Drop for DriverRegistration {
             ffi::nva_unregister_driver();
             ffi::nva_cpuhp_unregister();
         }
+        REGISTERED.store(false, Release);
     }
 }
 
+/// Registers glue.c's driver; `EBUSY` while it is registered.
 pub(super) fn register() -> Result<DriverRegistration> {
-    // SAFETY: sets up glue.c's two multi-instance hotplug states, with no instance yet.
+    if REGISTERED.cmpxchg(false, true, Acquire).is_err() {
+        return Err(EBUSY);
+    }
+    let registration = register_once();
+    if registration.is_err() {
+        REGISTERED.store(false, Release);
+    }
+    registration
+}
+
+fn register_once() -> Result<DriverRegistration> {
+    // SAFETY: sets up glue.c's two multi-instance hotplug states, with no instance yet (no
+    // other registration exists: `REGISTERED`).
     kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
     // SAFETY: registers the static driver of glue.c; its callbacks are the `nva_rust_*`
     // functions, which `transport!` defines for the module's transport.
