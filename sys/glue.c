@@ -34,10 +34,13 @@ struct nva_ctrl {
 	struct pci_dev *pdev;
 	/* The Rust controller, from probe until free_ctrl. */
 	void *transport;
-	/* Instances of the CPU hotplug states, while the controller is bound. */
+	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
+	unsigned long flags;
 };
+
+#define NVA_WATCHING_CPUS 0
 
 /*
  * Per-request data. nvme-core's part comes first (nvme_req() is the PDU itself), then the
@@ -1132,23 +1135,38 @@ void nva_cpuhp_unregister(void)
 	cpuhp_remove_multi_state(nva_cpu_down_state);
 }
 
+/* -EINVAL before the controller has its transport, -EBUSY if it watches already. */
 int nva_ctrl_watch_cpus(struct nva_ctrl *c)
 {
-	int ret = cpuhp_state_add_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+	int ret;
 
+	if (!c->transport)
+		return -EINVAL;
+	if (test_and_set_bit(NVA_WATCHING_CPUS, &c->flags))
+		return -EBUSY;
+	ret = cpuhp_state_add_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
 	if (ret)
-		return ret;
+		goto out_clear;
 	ret = cpuhp_state_add_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
 	if (ret)
-		cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+		goto out_remove_down;
+	return 0;
+
+out_remove_down:
+	cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+out_clear:
+	clear_bit(NVA_WATCHING_CPUS, &c->flags);
 	return ret;
 }
 
-/* Returns once no hotplug callback runs for the controller. */
+/* Returns once no hotplug callback runs for the controller; nothing if it does not watch. */
 void nva_ctrl_unwatch_cpus(struct nva_ctrl *c)
 {
+	if (!test_bit(NVA_WATCHING_CPUS, &c->flags))
+		return;
 	cpuhp_state_remove_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
 	cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
+	clear_bit(NVA_WATCHING_CPUS, &c->flags);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1173,6 +1191,8 @@ static void nva_free_ctrl(struct nvme_ctrl *ctrl)
 {
 	struct nva_ctrl *c = to_nva(ctrl);
 
+	/* The hotplug callbacks reach the transport: none may run once it is gone. */
+	nva_ctrl_unwatch_cpus(c);
 	if (c->transport)
 		nva_rust_free_ctrl(c->transport);
 	pci_dev_put(c->pdev);

@@ -406,9 +406,10 @@ impl Ctrl {
         to_result(unsafe { ffi::nva_ctrl_watch_cpus(self.raw()) })
     }
 
-    /// Stops the hotplug callbacks; none runs any more when this returns.
+    /// Stops the hotplug callbacks; none runs any more when this returns. Nothing if they are
+    /// stopped; the controller's free stops them at the latest.
     pub(crate) fn unwatch_cpus(self) {
-        // SAFETY: the controller is valid and was watching CPUs.
+        // SAFETY: the controller is valid; glue.c knows whether it watches CPUs.
         unsafe { ffi::nva_ctrl_unwatch_cpus(self.raw()) }
     }
 
