@@ -146,7 +146,7 @@ impl<P: Default> Request<P> {
     pub(crate) fn pdu(&mut self) -> &mut P {
         // SAFETY: glue.c places a `P` after its part of the PDU, aligned for it (`check_pdu`);
         // the holder has exclusive use of it (type invariant). blk-mq allocates the PDU with
-        // the request; `init` below gives it a valid value before first use.
+        // the request, and `init_request` gives it a valid value (`init_pdu`) before any use.
         unsafe { &mut *self.at(ffi::nva_iod_rust_offset).cast::<P>() }
     }
 

@@ -276,6 +276,16 @@ pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings
 
 /// # Safety
 ///
+/// Called by blk-mq (`init_request`) for a new request of a tag set of `T`, after glue.c set
+/// up nvme-core's part of its PDU.
+pub(crate) unsafe fn init_request<T: Transport>(rq: *mut bindings::request) {
+    // SAFETY: the request is the driver's for the call; its tag set carries `T::Iod` PDUs.
+    let mut rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
+    rq.init_pdu();
+}
+
+/// # Safety
+///
 /// Called by blk-mq (`queue_rq`) with a queue from [`init_hctx`] and a started-to-be request.
 pub(crate) unsafe fn queue_rq<T: Transport>(
     q: *mut c_void,
@@ -408,6 +418,7 @@ macro_rules! transport {
             export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
             export!($t, nva_rust_init_hctx => init_hctx(
                 t: *mut c_void, qid: c_uint, tags: *mut blk_mq_tags) -> *mut c_void);
+            export!($t, nva_rust_init_request => init_request(rq: *mut request) -> ());
             export!($t, nva_rust_queue_rq => queue_rq(
                 q: *mut c_void, rq: *mut request, last: bool) -> u8);
             export!($t, nva_rust_queue_rqs => queue_rqs(l: *mut rq_list) -> ());

@@ -99,6 +99,7 @@ int nva_rust_poll(void *q, struct io_comp_batch *iob);
 void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
 void nva_rust_abort_done(void *t, u16 status);
 void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
+void nva_rust_init_request(struct request *rq);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 
@@ -1289,6 +1290,7 @@ static int nva_init_request(struct blk_mq_tag_set *set, struct request *req,
 {
 	nvme_req(req)->ctrl = set->driver_data;
 	nvme_req(req)->cmd = &iod_of(req)->cmd;
+	nva_rust_init_request(req);
 	return 0;
 }
 
