@@ -399,10 +399,11 @@ impl Ctrl {
     }
 
     /// Calls the transport's `cpu_going_down` and `cpu_down_ended` for every CPU hotplug event
-    /// from now on, until [`Ctrl::unwatch_cpus`].
+    /// from now on, until [`Ctrl::unwatch_cpus`]; `EINVAL` before the controller has its
+    /// transport, `EBUSY` if it watches already.
     pub(crate) fn watch_cpus(self) -> Result {
-        // SAFETY: the controller is valid and its transport set; glue.c's callbacks reach the
-        // transport only while the instance is registered.
+        // SAFETY: the controller is valid; glue.c checks that its transport is set, and its
+        // callbacks reach the transport only while the instances are added.
         to_result(unsafe { ffi::nva_ctrl_watch_cpus(self.raw()) })
     }
 
