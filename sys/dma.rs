@@ -84,7 +84,8 @@ macro_rules! iter_fns {
             pub(crate) fn $name(&mut self, f: &Function) -> Step {
                 let mut seg = ffi::DmaSeg::default();
                 // SAFETY: the request is live and the driver's; glue.c keeps the iterator's
-                // state in the request's PDU; `seg` is valid for writes.
+                // state in the request's PDU and fails a start without data to map; `seg` is
+                // valid for writes.
                 let ok = unsafe { ffi::$ffi(self.raw(), f.dma_dev(), &mut seg) };
                 Step::from(ok, seg)
             }
@@ -103,8 +104,8 @@ impl<P: Default> Request<P> {
         max_end: u32,
     ) -> Result<(u64, u32), Status> {
         let mut seg = ffi::DmaSeg::default();
-        // SAFETY: the request is live and has data (the caller checked its segment count), `f`
-        // is its controller's function, and `seg` is valid for writes.
+        // SAFETY: the request is live (glue.c refuses one without data), `f` is its
+        // controller's function, and `seg` is valid for writes.
         let status = unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut seg) };
         Status::from_raw(status).map(|()| (seg.addr, seg.len))
     }
@@ -119,7 +120,8 @@ impl<P: Default> Request<P> {
     /// Maps the request's integrity metadata, one segment; undone with `unmap_page`.
     pub(crate) fn map_integrity_segment(&mut self, f: &Function) -> Option<(u64, u32)> {
         let (mut len, mut p2p, mut addr) = (0, false, 0);
-        // SAFETY: the request is live and carries integrity data.
+        // SAFETY: the request is live (glue.c reports one without integrity data as p2p); the
+        // outputs are valid for writes.
         unsafe { ffi::nva_rq_integrity_bvec(self.raw(), &mut len, &mut p2p) };
         if p2p {
             return None;

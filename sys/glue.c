@@ -847,9 +847,13 @@ static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
 				struct nva_dma_seg *seg)
 {
-	struct bio_vec bv = req_bvec(rq);
+	struct bio_vec bv;
 	dma_addr_t dma;
 
+	/* A request without data has nothing to map (and no bio to look at). */
+	if (unlikely(!rq->bio))
+		return BLK_STS_IOERR;
+	bv = req_bvec(rq);
 	if ((u64)(bv.bv_offset & (NVME_CTRL_PAGE_SIZE - 1)) + bv.bv_len > max_end ||
 	    is_pci_p2pdma_page(bv.bv_page))
 		return BLK_STS_AGAIN;
@@ -866,10 +870,17 @@ void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len)
 	dma_unmap_page(dev, addr, len, rq_dma_dir(rq));
 }
 
+/* Fails with BLK_STS_IOERR when the request has no data: the iterator would need its bio. */
 bool nva_dma_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
 {
 	struct nva_iod *iod = iod_of(rq);
-	bool ok = blk_rq_dma_map_iter_start(rq, dev, &iod->dma_state, &iod->iter);
+	bool ok;
+
+	if (unlikely(!blk_rq_nr_phys_segments(rq))) {
+		*seg = (struct nva_dma_seg){ .status = BLK_STS_IOERR };
+		return false;
+	}
+	ok = blk_rq_dma_map_iter_start(rq, dev, &iod->dma_state, &iod->iter);
 
 	seg_from_iter(seg, &iod->iter);
 	return ok;
@@ -908,10 +919,17 @@ void nva_dma_unmap_phys(struct request *rq, struct device *dev, u64 addr, u32 le
 		       p2p == PCI_P2PDMA_MAP_THRU_HOST_BRIDGE ? DMA_ATTR_MMIO : 0);
 }
 
+/* Fails with BLK_STS_IOERR when the request carries no integrity data. */
 bool nva_meta_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
 {
 	struct nva_iod *iod = iod_of(rq);
-	bool ok = blk_rq_integrity_dma_map_iter_start(rq, dev, &iod->meta_dma_state, &iod->iter);
+	bool ok;
+
+	if (unlikely(!blk_integrity_rq(rq))) {
+		*seg = (struct nva_dma_seg){ .status = BLK_STS_IOERR };
+		return false;
+	}
+	ok = blk_rq_integrity_dma_map_iter_start(rq, dev, &iod->meta_dma_state, &iod->iter);
 
 	seg_from_iter(seg, &iod->iter);
 	return ok;
@@ -936,20 +954,33 @@ bool nva_meta_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p)
 	return blk_rq_dma_unmap(rq, dev, &iod_of(rq)->meta_dma_state, len, p2p);
 }
 
-/* The metadata of a request with one integrity segment: its length and whether it is p2p. */
+/*
+ * The metadata of a request with one integrity segment: its length and whether it is p2p.
+ * Without integrity data, reported as p2p: the iterator then takes over and fails it.
+ */
 void nva_rq_integrity_bvec(struct request *rq, u32 *len, bool *p2p)
 {
-	struct bio_vec bv = rq_integrity_vec(rq);
+	struct bio_vec bv;
 
+	if (unlikely(!blk_integrity_rq(rq))) {
+		*len = 0;
+		*p2p = true;
+		return;
+	}
+	bv = rq_integrity_vec(rq);
 	*len = bv.bv_len;
 	*p2p = is_pci_p2pdma_page(bv.bv_page);
 }
 
 bool nva_map_integrity_bvec(struct request *rq, struct device *dev, u64 *addr)
 {
-	struct bio_vec bv = rq_integrity_vec(rq);
-	dma_addr_t dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
+	struct bio_vec bv;
+	dma_addr_t dma;
 
+	if (unlikely(!blk_integrity_rq(rq)))
+		return false;
+	bv = rq_integrity_vec(rq);
+	dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
 	if (dma_mapping_error(dev, dma))
 		return false;
 	*addr = dma;
