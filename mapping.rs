@@ -305,7 +305,7 @@ fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), St
     let offset = addr as u32 & (PAGE - 1);
     let prp_possible = offset + len <= 2 * PAGE;
     rq.pdu().data = Data::Single { addr, len };
-    let cmd = rq.command();
+    let mut cmd = rq.command();
     if sgl == SglUse::Forced || !prp_possible {
         cmd.set_sgl(SglDescriptor::data(addr, len));
     } else {

@@ -673,7 +673,7 @@ impl Queue {
     /// cannot take it (the queue lost its ring).
     #[inline]
     fn copy_request(&self, sq: &mut Sq, mut rq: Request<Iod>) -> Result<(), Request<Iod>> {
-        match self.copy_command(sq, rq.command()) {
+        match self.copy_command(sq, &rq.command()) {
             Ok(()) => Ok(()),
             Err(_) => Err(rq),
         }

@@ -7,7 +7,7 @@ use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
 use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic, warn_on};
 
 use super::{ffi, nvme, Transport};
-use crate::cmd::Command;
+use crate::cmd::{Command, SglDescriptor};
 
 /// A block status (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -160,11 +160,11 @@ impl<P: Default> Request<P> {
         };
     }
 
-    /// The NVMe command nvme-core built for the request.
-    pub(crate) fn command(&mut self) -> &mut Command {
+    /// The NVMe command nvme-core built for the request, to point at the request's data.
+    pub(crate) fn command(&mut self) -> CommandPointers<'_> {
         // SAFETY: the PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
         // other user while the driver holds the request; `Command` has the same layout.
-        unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() }
+        CommandPointers(unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() })
     }
 
     /// When the block layer started accounting the request, on [`clock_ns`]'s clock, if that
@@ -308,6 +308,33 @@ impl<P: Default> Request<P> {
         // SAFETY: the request's command is done and its data unmapped; the request goes back
         // to blk-mq here.
         unsafe { ffi::nva_complete_rq(self.raw()) }
+    }
+}
+
+/// A request's NVMe command as the transport may change it: where its data and metadata are.
+/// The rest is nvme-core's, the command identifier above all, by which the completion finds
+/// the request.
+pub(crate) struct CommandPointers<'a>(&'a mut Command);
+
+impl CommandPointers<'_> {
+    pub(crate) fn set_prps(&mut self, prp1: u64, prp2: u64) {
+        self.0.set_prps(prp1, prp2);
+    }
+
+    pub(crate) fn set_sgl(&mut self, desc: SglDescriptor) {
+        self.0.set_sgl(desc);
+    }
+
+    pub(crate) fn set_metadata(&mut self, addr: u64, segment: bool) {
+        self.0.set_metadata(addr, segment);
+    }
+}
+
+impl core::ops::Deref for CommandPointers<'_> {
+    type Target = Command;
+
+    fn deref(&self) -> &Command {
+        self.0
     }
 }
 
