@@ -669,7 +669,6 @@ impl Controller {
         }
         self.create_stats_files();
         core.watch_cpus()?;
-        core.publish();
         core.start();
         Ok(())
     }
@@ -956,7 +955,6 @@ impl Transport for Controller {
     fn remove(&self) {
         let core = self.core();
         core.change_state(State::Deleting);
-        core.unpublish();
         core.unwatch_cpus();
         if !self.pci().is_present() {
             core.change_state(State::Dead);

@@ -128,6 +128,8 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
         let t = unsafe { &*raw };
         match t.probe(pdev) {
             Ok(()) => {
+                // The PCI callbacks (remove, PM, error recovery) find the transport from now on.
+                core.publish();
                 // SAFETY: the reference `init` took is ours; `add`'s keeps the controller for
                 // the scan until the transport's `remove`.
                 unsafe { core.put() };
@@ -155,6 +157,7 @@ pub(crate) unsafe fn remove<T: Transport>(t: *mut c_void) {
     // `uninit` below.
     let tr = unsafe { transport::<T>(t) };
     let core = tr.core();
+    core.unpublish();
     tr.remove();
     // SAFETY: probe succeeded, so `add` did; remove runs once. It may free the transport:
     // nothing touches it afterwards.

@@ -233,12 +233,22 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_uninit(self.raw()) }
     }
 
+    /// Makes the controller the PCI device's driver data, for the PCI callbacks (once probe
+    /// succeeded).
+    pub(super) fn publish(self) {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_publish(self.raw()) }
+    }
+
+    /// Undoes `publish` (at the start of remove).
+    pub(super) fn unpublish(self) {
+        // SAFETY: the controller is valid.
+        unsafe { ffi::nva_ctrl_unpublish(self.raw()) }
+    }
+
     calls! {
         /// Waits for the namespace scan `start` queued.
         flush_scan => nva_ctrl_flush_scan;
-        /// Makes the controller the PCI device's driver data (for the PCI callbacks).
-        publish => nva_ctrl_publish;
-        unpublish => nva_ctrl_unpublish;
         /// Announces a live controller: namespace scan, asynchronous events.
         start => nva_ctrl_start;
         stop => nva_ctrl_stop;
