@@ -525,10 +525,12 @@ int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size)
 					iod_size(rust_iod_size));
 }
 
+/* Cancelling the admin tag set afterwards finds none (nvme_cancel_admin_tagset checks). */
 void nva_remove_admin_tag_set(struct nva_ctrl *c)
 {
 	if (c->admin_tagset.tags)
 		nvme_remove_admin_tag_set(&c->ctrl);
+	c->ctrl.admin_tagset = NULL;
 }
 
 int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size)
