@@ -15,9 +15,6 @@ pub(crate) mod opcode {
     pub(crate) const DOORBELL_BUFFER_CONFIG: u8 = 0x7c;
 }
 
-/// Feature identifier of Power Management.
-pub(crate) const FEAT_POWER_MGMT: u32 = 0x02;
-
 /// Create I/O CQ/SQ: the queue is physically contiguous.
 const QUEUE_PHYS_CONTIG: u16 = 1 << 0;
 /// Create I/O CQ: interrupts enabled.

@@ -24,7 +24,7 @@ use kernel::{
 };
 
 use crate::{
-    cmd::{Command, FEAT_POWER_MGMT},
+    cmd::Command,
     mapping::{self, Iod, Pools, MAX_BYTES, MAX_META_SEGMENTS, MAX_SEGMENTS, PAGE},
     params,
     queue::{Hw, Queue, ShadowDoorbells},
@@ -34,7 +34,7 @@ use crate::{
         blk::{Batch, InFlight, LocalRqList, MapKind, QueueMaps, Rejected, Request, RqList, Tags},
         debugfs as module_debugfs,
         dma::Unbindable,
-        nvme::{self, Ctrl, Quirk, Quirks, State},
+        nvme::{self, Ctrl, Feature, Quirk, Quirks, State},
         pci::{ChannelState, ErsResult, Function, Regs},
         Transport,
     },
@@ -837,7 +837,7 @@ impl Controller {
     /// fail the system suspend (as in `nvme_suspend`): the state is then unknown, and resume
     /// resets the controller instead of restoring it.
     fn power_state(&self) -> Result<u32> {
-        match self.core().get_features(FEAT_POWER_MGMT)? {
+        match self.core().get_features(Feature::PowerManagement)? {
             (0, ps) => Ok(ps),
             _ => Ok(u32::MAX),
         }
@@ -855,7 +855,7 @@ impl Controller {
             self.last_power_state.store(self.power_state()?, Relaxed);
             // A saved state keeps the PCI core from changing the device's power on its own.
             self.pci().save_state();
-            if core.set_features(FEAT_POWER_MGMT, core.npss().into())? != 0 {
+            if core.set_features(Feature::PowerManagement, core.npss().into())? != 0 {
                 // The controller refused: forget the saved state and shut it down fully.
                 self.pci().discard_saved_state();
                 let r = self.disable_prepare_reset(true);
@@ -1042,11 +1042,12 @@ impl Transport for Controller {
     }
 
     fn resume(&self) -> Result {
+        let core = self.core();
         let ps = self.last_power_state.load(Relaxed);
-        if ps != u32::MAX && matches!(self.core().set_features(FEAT_POWER_MGMT, ps), Ok(0)) {
+        if ps != u32::MAX && matches!(core.set_features(Feature::PowerManagement, ps), Ok(0)) {
             return Ok(());
         }
-        self.core().try_sched_reset()
+        core.try_sched_reset()
     }
 
     fn simple_suspend(&self) -> Result {

@@ -69,6 +69,22 @@ impl State {
     }
 }
 
+/// A feature that Get and Set Features carry without a data buffer (value and result in the
+/// command and its completion): the only kind [`Ctrl::get_features`] and
+/// [`Ctrl::set_features`] may name, as they give the device no buffer to write or read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feature {
+    PowerManagement,
+}
+
+impl Feature {
+    fn id(self) -> u32 {
+        match self {
+            Self::PowerManagement => 0x02,
+        }
+    }
+}
+
 /// The quirks the transport itself acts on (nvme-core handles the others).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Quirk {
@@ -469,19 +485,21 @@ impl Ctrl {
         Ok(n.max(0) as u32)
     }
 
-    /// Get Features `fid`: the NVMe status (0 is success) and the result dword.
-    pub(crate) fn get_features(self, fid: u32) -> Result<(u32, u32)> {
+    /// Get Features: the NVMe status (0 is success) and the result dword.
+    pub(crate) fn get_features(self, feature: Feature) -> Result<(u32, u32)> {
         let mut result = 0;
-        // SAFETY: the controller is valid and `result` is valid for writes.
-        let ret = unsafe { ffi::nva_ctrl_get_features(self.raw(), fid, &mut result) };
+        // SAFETY: the controller is valid and `result` is valid for writes; the feature has
+        // no data buffer, which glue.c does not give.
+        let ret = unsafe { ffi::nva_ctrl_get_features(self.raw(), feature.id(), &mut result) };
         to_result(ret.min(0))?;
         Ok((ret as u32, result))
     }
 
-    /// Set Features `fid` to `value`: the NVMe status (0 is success).
-    pub(crate) fn set_features(self, fid: u32, value: u32) -> Result<u32> {
-        // SAFETY: the controller is valid.
-        let ret = unsafe { ffi::nva_ctrl_set_features(self.raw(), fid, value) };
+    /// Set Features to `value`: the NVMe status (0 is success).
+    pub(crate) fn set_features(self, feature: Feature, value: u32) -> Result<u32> {
+        // SAFETY: the controller is valid; the feature has no data buffer, which glue.c does
+        // not give.
+        let ret = unsafe { ffi::nva_ctrl_set_features(self.raw(), feature.id(), value) };
         to_result(ret.min(0))?;
         Ok(ret as u32)
     }
