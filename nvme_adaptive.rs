@@ -1182,11 +1182,6 @@ impl Transport for Controller {
         q.finish(rq);
     }
 
-    #[inline(always)]
-    fn unmap_rq(q: &Queue, rq: &mut Request<Iod>) {
-        q.unmap(rq);
-    }
-
     /// Follows `nvme_timeout`: look for a lost interrupt first, then abort the command; reset
     /// the controller when an abort did not help, on the admin queue, or when it is failed.
     fn timeout(&self, q: &Queue, rq: InFlight<Iod>) -> bool {

@@ -857,11 +857,14 @@ impl Queue {
             adaptive.timed += 1;
             adaptive.submitted_sum_ns = adaptive.submitted_sum_ns.wrapping_add(submitted);
         }
-        let Some(rq) = rq.try_complete(cqe.status, cqe.result) else {
+        let Some(mut rq) = rq.try_complete(cqe.status, cqe.result) else {
             return;
         };
+        // Here rather than in the batch's completion, which would call back into Rust once
+        // per request.
+        self.unmap(&mut rq);
         if let Some(rq) = rq.add_to_batch(batch) {
-            self.finish(rq);
+            rq.complete();
         }
     }
 

@@ -289,13 +289,14 @@ impl<P: Default> Request<P> {
         }
     }
 
-    /// Adds a completed request to `batch`; gives it back when it must complete on its own.
+    /// Adds a completed request, its data unmapped, to `batch`, which ends it as
+    /// [`Request::complete`] would; gives it back when it must complete on its own.
     pub(crate) fn add_to_batch(self, batch: &mut Batch<'_>) -> Option<Self> {
         let Some(iob) = batch.raw() else {
             return Some(self);
         };
-        // SAFETY: the request is completed and live; the batch is valid; batch completion
-        // runs the transport's `unmap_rq` on it before ending it.
+        // SAFETY: the request is completed and live, its data unmapped (the caller's part of
+        // the contract: a mapping left behind leaks, nothing worse); the batch is valid.
         if unsafe { ffi::nva_add_to_batch(self.raw(), iob) } {
             None
         } else {

@@ -336,17 +336,6 @@ pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
 
 /// # Safety
 ///
-/// Called from a batch completion, once per request, before blk-mq ends it.
-pub(crate) unsafe fn unmap_rq<T: Transport>(rq: *mut bindings::request) {
-    // SAFETY: the request is the driver's until the batch ends it.
-    let mut rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
-    // SAFETY: the request belongs to a tag set of `T`; the reference ends with the call.
-    let q = unsafe { rq.queue::<T>() };
-    T::unmap_rq(q, &mut rq);
-}
-
-/// # Safety
-///
 /// Called by blk-mq (`timeout`) with a queue from [`init_hctx`] and one of its requests.
 pub(crate) unsafe fn timeout<T: Transport>(q: *mut c_void, rq: *mut bindings::request) -> bool {
     // SAFETY: the caller's promise.
@@ -427,7 +416,6 @@ macro_rules! transport {
             export!($t, nva_rust_queue_rqs => queue_rqs(l: *mut rq_list) -> ());
             export!($t, nva_rust_commit_rqs => commit_rqs(q: *mut c_void) -> ());
             export!($t, nva_rust_complete_rq => complete_rq(rq: *mut request) -> ());
-            export!($t, nva_rust_unmap_rq => unmap_rq(rq: *mut request) -> ());
             export!($t, nva_rust_timeout => timeout(q: *mut c_void, rq: *mut request) -> bool);
             export!($t, nva_rust_poll => poll(q: *mut c_void, iob: *mut io_comp_batch) -> c_int);
             export!($t, nva_rust_map_queues => map_queues(

@@ -93,7 +93,6 @@ blk_status_t nva_rust_queue_rq(void *q, struct request *rq, bool last);
 void nva_rust_queue_rqs(struct rq_list *rqlist);
 void nva_rust_commit_rqs(void *q);
 void nva_rust_complete_rq(struct request *rq);
-void nva_rust_unmap_rq(struct request *rq);
 bool nva_rust_timeout(void *q, struct request *rq);
 int nva_rust_poll(void *q, struct io_comp_batch *iob);
 void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
@@ -601,9 +600,14 @@ bool nva_try_complete_req(struct request *rq, u16 status, u64 result)
 	return nvme_try_complete_req(rq, (__force __le16)status, res);
 }
 
+/* The transport unmaps a request before adding it to a batch: nothing is left to do here. */
+static void nva_batch_unmapped(struct request *rq)
+{
+}
+
 static void nva_complete_batch(struct io_comp_batch *iob)
 {
-	nvme_complete_batch(iob, nva_rust_unmap_rq);
+	nvme_complete_batch(iob, nva_batch_unmapped);
 }
 
 /* Adds a completed request to @iob; false when it must be completed on its own. */

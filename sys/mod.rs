@@ -82,8 +82,6 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     fn commit_rqs(q: &Self::Queue);
     /// blk-mq's `complete`: the request's command is done (on this CPU).
     fn complete_rq(q: &Self::Queue, rq: blk::Request<Self::Iod>);
-    /// Releases a request's data mapping before a batch completion ends it.
-    fn unmap_rq(q: &Self::Queue, rq: &mut blk::Request<Self::Iod>);
     /// Returns true to give the request more time, false when it was dealt with.
     fn timeout(&self, q: &Self::Queue, rq: blk::InFlight<Self::Iod>) -> bool;
     fn poll(q: &Self::Queue, batch: &mut blk::Batch<'_>) -> i32;
