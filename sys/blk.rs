@@ -220,8 +220,12 @@ impl<P: Default> Request<P> {
         unsafe { ffi::nva_rq_check_ready(self.raw()) }
     }
 
-    /// Gives the request back to blk-mq with `status` (from `queue_rq`).
+    /// Gives the request back to blk-mq with `status` (from `queue_rq`); an I/O error, with a
+    /// warning, for `OK`, which would tell blk-mq that the request was issued.
     pub(crate) fn reject(self, status: Status) -> Rejected {
+        if warn_on!(status == Status::OK) {
+            return Rejected(Status::ioerr());
+        }
         Rejected(status)
     }
 
