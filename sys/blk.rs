@@ -598,8 +598,8 @@ impl QueueMaps<'_> {
 
     /// Gives map `kind` `nr_queues` hardware queues from `queue_offset` on, spread over the
     /// CPUs like the interrupt vectors from `vector_offset` on, or evenly without vectors.
-    /// Queues the tag set does not have leave the map sending every CPU to the first queue,
-    /// with a warning.
+    /// Queues the tag set does not have get a warning, and the default map sends every CPU to
+    /// the first queue then (the others get none).
     pub(crate) fn map(
         &mut self,
         kind: MapKind,

@@ -554,14 +554,18 @@ void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr)
 }
 
 /*
- * Sets the queue counts of map @type of a tag set being mapped; -EINVAL, leaving the map to
- * send every CPU to the first queue (blk-mq cleared it), for queues the tag set does not have.
+ * Sets the queue counts of map @type of a tag set being mapped. For queues the tag set does not
+ * have, -EINVAL: the default map then sends every CPU to the first queue (blk-mq cleared the
+ * CPU table before map_queues), the other maps get none.
  */
 int nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues,
 		unsigned int queue_offset)
 {
-	if (queue_offset > set->nr_hw_queues || nr_queues > set->nr_hw_queues - queue_offset)
+	if (queue_offset > set->nr_hw_queues || nr_queues > set->nr_hw_queues - queue_offset) {
+		set->map[type].nr_queues = type == HCTX_TYPE_DEFAULT;
+		set->map[type].queue_offset = 0;
 		return -EINVAL;
+	}
 	set->map[type].nr_queues = nr_queues;
 	set->map[type].queue_offset = queue_offset;
 	return 0;
