@@ -813,9 +813,7 @@ int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid)
 static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error,
 					 const struct io_comp_batch *iob)
 {
-	struct nva_ctrl *c = to_nva(nvme_req(req)->ctrl);
-
-	nva_rust_delete_done(c->transport, (u16)(uintptr_t)req->end_io_data, error);
+	nva_rust_delete_done(nva_rq_transport(req), (u16)(uintptr_t)req->end_io_data, error);
 	blk_mq_free_request(req);
 	return RQ_END_IO_NONE;
 }
