@@ -17,7 +17,6 @@ CONFIG_NVME_ADAPTIVE ?= m
 endif
 
 obj-$(CONFIG_NVME_ADAPTIVE) += nvme_adaptive.o
-nvme_adaptive-y := nvme_adaptive_main.o sys/glue.o
 
 nvme_host := $(or $(NVME_HOST_SRC),$(srctree)/drivers/nvme/host)
 ccflags-y += -I$(nvme_host) -I$(obj)
@@ -34,10 +33,60 @@ quiet_cmd_nvme_pci_ids = GEN     $@
 $(obj)/nvme_pci_ids.h: $(nvme_host)/pci.c FORCE
 	$(call if_changed,nvme_pci_ids)
 
+targets += nvme_pci_ids.h
+# make clean reads this file without the kernel's configuration, so the bitcode is listed here.
+clean-files += nvme_pci_ids.h nvme_adaptive_main.bc nvme_adaptive_main.m.bc sys/glue.bc
+
+# sys/glue.c holds the block layer's and nvme-core's inline accessors that Rust cannot call, and
+# the I/O path calls several of them per request. Where rustc's LLVM is clang's (and the kernel
+# is not itself LTO-built), glue.c goes in as LLVM bitcode, linked into the Rust crate's bitcode
+# before code generation, so those calls are inlined into the Rust callers as stock compiles them
+# into its own functions; the kernel links its Rust helpers in the same way
+# (CONFIG_RUST_INLINE_HELPERS, scripts/Makefile.build), whose recipe this follows. Elsewhere
+# glue.c is an object of its own.
+ifeq ($(CONFIG_RUSTC_CLANG_LLVM_COMPATIBLE)$(CONFIG_LTO_CLANG),y)
+
+nvme_adaptive-y := nvme_adaptive_main.o
+
+quiet_cmd_cc_bc_c = CC [M]  $@
+      cmd_cc_bc_c = $(CC) $(c_flags) -DNVA_GLUE_BITCODE -c -emit-llvm $< -o $@
+
+# Compiled as the module's part it is (MODULE, KBUILD_MODNAME), which Kbuild infers for objects
+# only.
+$(obj)/sys/glue.bc: private part-of-module := y
+$(obj)/sys/glue.bc: private modname := nvme_adaptive
+$(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h FORCE
+	$(call if_changed_dep,cc_bc_c)
+
+# As rustc_o_rs with CONFIG_RUST_INLINE_HELPERS, plus glue.bc; the kernel's helpers are linked
+# in too when it inlines them.
+quiet_cmd_rustc_glue_o_rs = $(RUSTC_OR_CLIPPY_QUIET) $(quiet_modtag) $@
+      cmd_rustc_glue_o_rs = $(rust_common_cmd) --emit=llvm-bc=$(@:.o=.bc) $< ; \
+	$(LLVM_LINK) --internalize --suppress-warnings $(@:.o=.bc) $(obj)/sys/glue.bc \
+		$(if $(CONFIG_RUST_INLINE_HELPERS),$(objtree)/rust/helpers/helpers_module.bc) \
+		-o $(@:.o=.m.bc); \
+	$(CC) $(CLANG_FLAGS) $(KBUILD_CFLAGS) -mllvm -trap-unreachable \
+		-mllvm -no-trap-after-noreturn -Wno-override-module -c $(@:.o=.m.bc) -o $@ \
+		$(cmd_ld_single) \
+	$(cmd_objtool)
+
+define rule_rustc_glue_o_rs
+	$(call cmd_and_fixdep,rustc_glue_o_rs)
+	$(call cmd,gen_objtooldep)
+endef
+
+$(obj)/nvme_adaptive_main.o: $(src)/nvme_adaptive_main.rs $(obj)/sys/glue.bc FORCE
+	+$(call if_changed_rule,rustc_glue_o_rs)
+
+targets += sys/glue.bc
+
+else
+
+nvme_adaptive-y := nvme_adaptive_main.o sys/glue.o
+
 $(obj)/sys/glue.o: $(obj)/nvme_pci_ids.h
 
-targets += nvme_pci_ids.h
-clean-files += nvme_pci_ids.h
+endif
 
 else
 

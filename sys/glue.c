@@ -26,6 +26,19 @@
 #include "trace.h"
 #include "glue.h"
 
+/*
+ * Marks the entries every I/O goes through. Where the Makefile links this file into the Rust
+ * code as LLVM bitcode (NVA_GLUE_BITCODE), they are always inlined into their Rust callers, as
+ * the kernel marks its Rust helpers for the same linking (rust/helpers/helpers.c): C and Rust
+ * functions differ in attributes (-fno-delete-null-pointer-checks, -fno-builtin-wcslen, the
+ * spelling of the target features) that keep LLVM from inlining anything else across.
+ */
+#ifdef NVA_GLUE_BITCODE
+#define nva_io_path __always_inline
+#else
+#define nva_io_path
+#endif
+
 /* A controller: nvme-core's part, the two tag sets nvme-core points at, and the Rust side. */
 struct nva_ctrl {
 	struct nvme_ctrl ctrl;
@@ -485,7 +498,7 @@ void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result)
 	nvme_complete_async_event(&c->ctrl, (__force __le16)status, &res);
 }
 
-bool nva_is_aen_cid(u16 qid, u16 cid)
+nva_io_path bool nva_is_aen_cid(u16 qid, u16 cid)
 {
 	return nvme_is_aen_req(qid, cid);
 }
@@ -588,7 +601,7 @@ void nva_map_queues_plain(struct blk_mq_tag_set *set, unsigned int type)
 }
 
 /* The request behind command identifier @cid, if its generation matches. */
-struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
+nva_io_path struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
 {
 	return nvme_find_rq(tags, cid);
 }
@@ -597,7 +610,7 @@ struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
  * Records a completion on its request. Returns true when nothing more is to be done here (the
  * request completes on another CPU, or fault injection dropped the completion).
  */
-bool nva_try_complete_req(struct request *rq, u16 status, u64 result)
+nva_io_path bool nva_try_complete_req(struct request *rq, u16 status, u64 result)
 {
 	union nvme_result res = { .u64 = (__force __le64)result };
 
@@ -615,13 +628,13 @@ static void nva_complete_batch(struct io_comp_batch *iob)
 }
 
 /* Adds a completed request to @iob; false when it must be completed on its own. */
-bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob)
+nva_io_path bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob)
 {
 	return blk_mq_add_to_batch(rq, iob, nvme_req(rq)->status != NVME_SC_SUCCESS,
 				   nva_complete_batch);
 }
 
-void nva_end_batch(struct io_comp_batch *iob)
+nva_io_path void nva_end_batch(struct io_comp_batch *iob)
 {
 	if (!rq_list_empty(&iob->req_list))
 		iob->complete(iob);
@@ -633,22 +646,22 @@ void nva_complete_rq(struct request *rq)
 }
 
 /* The tail is read only while the tracepoint is on (the compiler sinks the load into it). */
-void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail)
+nva_io_path void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail)
 {
 	trace_nvme_sq(rq, (__force __le16)sq_head, (u16)READ_ONCE(*sq_tail));
 }
 
-struct request *nva_rq_list_pop(struct rq_list *list)
+nva_io_path struct request *nva_rq_list_pop(struct rq_list *list)
 {
 	return rq_list_pop(list);
 }
 
-void nva_rq_list_add_tail(struct rq_list *list, struct request *rq)
+nva_io_path void nva_rq_list_add_tail(struct rq_list *list, struct request *rq)
 {
 	rq_list_add_tail(list, rq);
 }
 
-void nva_rq_list_init(struct rq_list *list)
+nva_io_path void nva_rq_list_init(struct rq_list *list)
 {
 	rq_list_init(list);
 }
@@ -658,7 +671,7 @@ size_t nva_rq_list_size(void)
 	return sizeof(struct rq_list);
 }
 
-void *nva_rq_queue(struct request *rq)
+nva_io_path void *nva_rq_queue(struct request *rq)
 {
 	return rq->mq_hctx->driver_data;
 }
@@ -668,7 +681,7 @@ void *nva_rq_transport(struct request *rq)
 	return to_nva(nvme_req(rq)->ctrl)->transport;
 }
 
-bool nva_rq_check_ready(struct request *rq)
+nva_io_path bool nva_rq_check_ready(struct request *rq)
 {
 	return nvme_check_ready(nvme_req(rq)->ctrl, rq, true);
 }
@@ -683,7 +696,7 @@ void nva_rq_fail_host_path(struct request *rq)
 	nvme_host_path_error(rq);
 }
 
-blk_status_t nva_rq_setup_cmd(struct request *rq)
+nva_io_path blk_status_t nva_rq_setup_cmd(struct request *rq)
 {
 	/* The request is not started: no timeout handler looks at it now. */
 	iod_of(rq)->aborted = false;
@@ -695,7 +708,7 @@ void nva_rq_cleanup_cmd(struct request *rq)
 	nvme_cleanup_cmd(rq);
 }
 
-void nva_rq_start(struct request *rq)
+nva_io_path void nva_rq_start(struct request *rq)
 {
 	nvme_start_request(rq);
 }
@@ -725,7 +738,7 @@ unsigned int nva_rq_payload_bytes(struct request *rq)
 	return blk_rq_payload_bytes(rq);
 }
 
-unsigned short nva_rq_nr_phys_segments(struct request *rq)
+nva_io_path unsigned short nva_rq_nr_phys_segments(struct request *rq)
 {
 	return blk_rq_nr_phys_segments(rq);
 }
@@ -735,18 +748,18 @@ unsigned short nva_rq_nr_integrity_segments(struct request *rq)
 	return rq->nr_integrity_segments;
 }
 
-bool nva_rq_has_integrity(struct request *rq)
+nva_io_path bool nva_rq_has_integrity(struct request *rq)
 {
 	return blk_integrity_rq(rq);
 }
 
-bool nva_rq_is_user_cmd(struct request *rq)
+nva_io_path bool nva_rq_is_user_cmd(struct request *rq)
 {
 	return nvme_req(rq)->flags & NVME_REQ_USERCMD;
 }
 
 /* How many times nvme-core retried the request's command. */
-u8 nva_rq_retries(struct request *rq)
+nva_io_path u8 nva_rq_retries(struct request *rq)
 {
 	return nvme_req(rq)->retries;
 }
@@ -766,7 +779,7 @@ bool nva_rq_aborted(struct request *rq)
 	return READ_ONCE(iod_of(rq)->aborted);
 }
 
-bool nva_rq_gaps_within_page(struct request *rq)
+nva_io_path bool nva_rq_gaps_within_page(struct request *rq)
 {
 	return req_phys_gap_mask(rq) & (NVME_CTRL_PAGE_SIZE - 1);
 }
@@ -852,7 +865,7 @@ static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
  * BLK_STS_AGAIN, the DMA iterator must map it. One call for looking and mapping: this runs for
  * most I/Os.
  */
-blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
+nva_io_path blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
 				struct nva_dma_seg *seg)
 {
 	struct bio_vec bv;
@@ -873,7 +886,7 @@ blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_
 	return BLK_STS_OK;
 }
 
-void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len)
+nva_io_path void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len)
 {
 	dma_unmap_page(dev, addr, len, rq_dma_dir(rq));
 }
