@@ -35,15 +35,14 @@ $(obj)/nvme_pci_ids.h: $(nvme_host)/pci.c FORCE
 
 targets += nvme_pci_ids.h
 # make clean reads this file without the kernel's configuration, so the bitcode is listed here.
-clean-files += nvme_pci_ids.h nvme_adaptive_main.bc nvme_adaptive_main.m.bc sys/glue.bc
+clean-files += nvme_pci_ids.h nvme_adaptive_main.bc nvme_adaptive_main.m.bc sys/glue.bc \
+	       rust_helpers.bc
 
-# sys/glue.c holds the block layer's and nvme-core's inline accessors that Rust cannot call, and
-# the I/O path calls several of them per request. Where rustc's LLVM is clang's (and the kernel
-# is not itself LTO-built), glue.c goes in as LLVM bitcode, linked into the Rust crate's bitcode
-# before code generation, so those calls are inlined into the Rust callers as stock compiles them
-# into its own functions; the kernel links its Rust helpers in the same way
-# (CONFIG_RUST_INLINE_HELPERS, scripts/Makefile.build), whose recipe this follows. Elsewhere
-# glue.c is an object of its own.
+# Where rustc's LLVM is Clang's and the kernel is not LTO-built, the C that the Rust code calls on
+# every I/O is linked into it as LLVM bitcode before code generation, so that those calls are
+# inlined as stock's are into its own functions: sys/glue.c (the block layer's and nvme-core's
+# inline accessors) and the kernel's Rust helpers. The recipe is scripts/Makefile.build's for
+# CONFIG_RUST_INLINE_HELPERS. Elsewhere glue.c is an object of its own and the calls stay.
 ifeq ($(CONFIG_RUSTC_CLANG_LLVM_COMPATIBLE)$(CONFIG_LTO_CLANG),y)
 
 nvme_adaptive-y := nvme_adaptive_main.o
@@ -58,13 +57,32 @@ $(obj)/sys/glue.bc: private modname := nvme_adaptive
 $(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h FORCE
 	$(call if_changed_dep,cc_bc_c)
 
-# As rustc_o_rs with CONFIG_RUST_INLINE_HELPERS, plus glue.bc; the kernel's helpers are linked
-# in too when it inlines them.
+# The kernel crate calls a C helper (rust/helpers/) for every lock, atomic, barrier and MMIO
+# access. A kernel with CONFIG_RUST_INLINE_HELPERS provides them as bitcode for modules; for any
+# other, they are compiled here from the kernel's source as it would compile them
+# (rust/Makefile, helpers_module.bc), and linked in the same way.
+ifdef CONFIG_RUST_INLINE_HELPERS
+rust_helpers_bc := $(objtree)/rust/helpers/helpers_module.bc
+else ifneq ($(wildcard $(srctree)/rust/helpers/helpers.c),)
+rust_helpers_bc := $(obj)/rust_helpers.bc
+
+quiet_cmd_rust_helpers_bc = HELPER  $@
+      cmd_rust_helpers_bc = $(CC) $(filter-out -Wmissing-prototypes -Wmissing-declarations, \
+		$(c_flags)) -c -g0 $< -emit-llvm -o $@
+
+$(obj)/rust_helpers.bc: private part-of-module := y
+$(obj)/rust_helpers.bc: private modname := nvme_adaptive
+$(obj)/rust_helpers.bc: $(srctree)/rust/helpers/helpers.c FORCE
+	$(call if_changed_dep,rust_helpers_bc)
+
+targets += rust_helpers.bc
+endif
+
+# As rustc_o_rs with CONFIG_RUST_INLINE_HELPERS, plus glue.bc.
 quiet_cmd_rustc_glue_o_rs = $(RUSTC_OR_CLIPPY_QUIET) $(quiet_modtag) $@
       cmd_rustc_glue_o_rs = $(rust_common_cmd) --emit=llvm-bc=$(@:.o=.bc) $< ; \
 	$(LLVM_LINK) --internalize --suppress-warnings $(@:.o=.bc) $(obj)/sys/glue.bc \
-		$(if $(CONFIG_RUST_INLINE_HELPERS),$(objtree)/rust/helpers/helpers_module.bc) \
-		-o $(@:.o=.m.bc); \
+		$(rust_helpers_bc) -o $(@:.o=.m.bc); \
 	$(CC) $(CLANG_FLAGS) $(KBUILD_CFLAGS) -mllvm -trap-unreachable \
 		-mllvm -no-trap-after-noreturn -Wno-override-module -c $(@:.o=.m.bc) -o $@ \
 		$(cmd_ld_single) \
@@ -75,7 +93,7 @@ define rule_rustc_glue_o_rs
 	$(call cmd,gen_objtooldep)
 endef
 
-$(obj)/nvme_adaptive_main.o: $(src)/nvme_adaptive_main.rs $(obj)/sys/glue.bc FORCE
+$(obj)/nvme_adaptive_main.o: $(src)/nvme_adaptive_main.rs $(obj)/sys/glue.bc $(rust_helpers_bc) FORCE
 	+$(call if_changed_rule,rustc_glue_o_rs)
 
 targets += sys/glue.bc
