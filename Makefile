@@ -47,36 +47,37 @@ ifeq ($(CONFIG_RUSTC_CLANG_LLVM_COMPATIBLE)$(CONFIG_LTO_CLANG),y)
 
 nvme_adaptive-y := nvme_adaptive_main.o
 
-quiet_cmd_cc_bc_c = CC [M]  $@
-      cmd_cc_bc_c = $(CC) $(c_flags) -DNVA_GLUE_BITCODE -c -emit-llvm $< -o $@
-
-# Compiled as the module's part it is (MODULE, KBUILD_MODNAME), which Kbuild infers for objects
-# only.
-$(obj)/sys/glue.bc: private part-of-module := y
-$(obj)/sys/glue.bc: private modname := nvme_adaptive
-$(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h FORCE
-	$(call if_changed_dep,cc_bc_c)
-
 # The kernel crate calls a C helper (rust/helpers/) for every lock, atomic, barrier and MMIO
 # access. A kernel with CONFIG_RUST_INLINE_HELPERS provides them as bitcode for modules; for any
 # other, they are compiled here from the kernel's source as it would compile them
 # (rust/Makefile, helpers_module.bc), and linked in the same way.
+bitcode := sys/glue.bc
 ifdef CONFIG_RUST_INLINE_HELPERS
 rust_helpers_bc := $(objtree)/rust/helpers/helpers_module.bc
 else ifneq ($(wildcard $(srctree)/rust/helpers/helpers.c),)
 rust_helpers_bc := $(obj)/rust_helpers.bc
+bitcode += rust_helpers.bc
+CFLAGS_rust_helpers.o := -g0
+CFLAGS_REMOVE_rust_helpers.o := -Wmissing-prototypes -Wmissing-declarations
 
-quiet_cmd_rust_helpers_bc = HELPER  $@
-      cmd_rust_helpers_bc = $(CC) $(filter-out -Wmissing-prototypes -Wmissing-declarations, \
-		$(c_flags)) -c -g0 $< -emit-llvm -o $@
-
-$(obj)/rust_helpers.bc: private part-of-module := y
-$(obj)/rust_helpers.bc: private modname := nvme_adaptive
 $(obj)/rust_helpers.bc: $(srctree)/rust/helpers/helpers.c FORCE
-	$(call if_changed_dep,rust_helpers_bc)
-
-targets += rust_helpers.bc
+	$(call if_changed_dep,cc_bc_c)
 endif
+
+CFLAGS_sys/glue.o := -DNVA_GLUE_BITCODE
+
+quiet_cmd_cc_bc_c = CC [M]  $@
+      cmd_cc_bc_c = $(CC) $(c_flags) -c -emit-llvm $< -o $@
+
+# Compiled as the module's part they are (MODULE, KBUILD_MODNAME), which Kbuild infers for
+# objects only.
+$(addprefix $(obj)/,$(bitcode)): private part-of-module := y
+$(addprefix $(obj)/,$(bitcode)): private modname := nvme_adaptive
+
+$(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h FORCE
+	$(call if_changed_dep,cc_bc_c)
+
+targets += $(bitcode)
 
 # As rustc_o_rs with CONFIG_RUST_INLINE_HELPERS, plus glue.bc.
 quiet_cmd_rustc_glue_o_rs = $(RUSTC_OR_CLIPPY_QUIET) $(quiet_modtag) $@
@@ -95,8 +96,6 @@ endef
 
 $(obj)/nvme_adaptive_main.o: $(src)/nvme_adaptive_main.rs $(obj)/sys/glue.bc $(rust_helpers_bc) FORCE
 	+$(call if_changed_rule,rustc_glue_o_rs)
-
-targets += sys/glue.bc
 
 else
 
