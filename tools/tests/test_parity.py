@@ -26,6 +26,20 @@ class Verdict(unittest.TestCase):
         rows = parity.verdict([entry(1, "stock", 1000, 1.0)], 0.03, 0.05)
         self.assertEqual(rows, [(1, None, None, False)])
 
+    def test_interval_brackets_the_ratio_and_needs_two_runs(self):
+        samples = [{"qd": 1, "driver": "stock", "iops": v} for v in (1000, 1010, 990, 1005)] + \
+            [{"qd": 1, "driver": "adaptive-off", "iops": v} for v in (950, 960, 940, 955)] + \
+            [{"qd": 32, "driver": "stock", "iops": 1000}, {"qd": 32, "driver": "adaptive-off", "iops": 990}]
+        low, high = parity.iops_interval(samples, 1)
+        self.assertTrue(0.93 <= low <= 0.952 <= high <= 0.97, (low, high))
+        self.assertEqual(parity.iops_interval(samples, 1), (low, high))
+        self.assertIsNone(parity.iops_interval(samples, 32))
+
+    def test_qd1_counts_the_hosts_idle_time(self):
+        self.assertEqual(dict(parity.bench_runs("instructions")),
+                         {1: ["--timing", "host", "--icount", "shift=4"], 32: ["--timing", "instructions"]})
+        self.assertEqual({t[1] for _, t in parity.bench_runs("host")}, {"host"})
+
 
 if __name__ == "__main__":
     unittest.main()
