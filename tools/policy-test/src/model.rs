@@ -533,3 +533,51 @@ fn adaptive_off_is_the_plain_interrupt_path() {
     assert_eq!(o.timer_expiries, 0);
     assert_eq!(o.reaped_by_irq, o.completions);
 }
+
+#[test]
+fn a_smaller_budget_costs_a_closed_loop_less_iops() {
+    // At a fixed depth the device's latency sets the pace: IOPS are the depth over the latency,
+    // so the latency polls add comes off them, and the budget is what the user trades for the
+    // interrupts saved. (benchmarking.rst, "The budget's price in IOPS", quotes this table:
+    // `cargo test smaller_budget -- --nocapture`.)
+    for latency in [100 * US, MS] {
+        for qd in [16, 32, 128] {
+            let run = |p: Params| {
+                Model::new(p, Costs::hardware(), latency, steady(qd, 20_000 * latency))
+                    .run(u64::MAX)
+                    .settled()
+            };
+            let plain = run(Params {
+                enabled: false,
+                ..crate::defaults()
+            });
+            let mut looser: Option<f64> = None;
+            for budget_percent in [25, 20, 15, 10] {
+                let o = run(Params {
+                    budget_percent,
+                    ..crate::defaults()
+                });
+                let iops = o.completions as f64 / plain.completions as f64;
+                println!(
+                    "{:5}us QD{qd:<3} budget {budget_percent:2}%: adds {:4.1}%, IOPS x {:.3}, \
+                     {:.3} interrupts per I/O (alone {:.3}), {:3.0}% polled",
+                    latency / US,
+                    100.0 * (o.mean_wait_ns() - plain.mean_wait_ns()) / latency as f64,
+                    iops,
+                    o.interrupts_per_io(),
+                    plain.interrupts_per_io(),
+                    100.0 * o.poll_share()
+                );
+                if let Some(looser) = looser {
+                    assert!(
+                        iops > looser,
+                        "{}us QD{qd}: budget {budget_percent}% runs {iops:.3}x, no more than \
+                         the larger budget's {looser:.3}x",
+                        latency / US
+                    );
+                }
+                looser = Some(iops);
+            }
+        }
+    }
+}
