@@ -11,7 +11,7 @@
 //! The table lands in `target/model-grid.txt` (`cargo test grid -- --nocapture` also prints it);
 //! design.rst quotes it.
 
-use crate::model::{Costs, Drive, Model, Outcome, Phase, MS, US};
+use crate::model::{run_settled, Costs, Drive, Outcome, Phase, MS, US};
 use crate::policy::*;
 use std::fmt::Write as _;
 
@@ -139,14 +139,6 @@ fn candidates() -> Vec<Params> {
     sets
 }
 
-fn run(p: Params, costs: Costs, latency: u64, phases: &[Phase]) -> Outcome {
-    let end = phases.last().map_or(0, |ph| ph.until);
-    // Long enough after the load for everything in flight to drain and the queue to settle.
-    Model::new(p, costs, latency, phases.to_vec())
-        .run(end + 100 * latency + 100 * MS)
-        .settled()
-}
-
 struct Cell {
     costs: Costs,
     latency: u64,
@@ -166,12 +158,12 @@ fn evaluate(cell: &Cell, sets: &[Params]) -> Verdict {
     let phases = cell.load.phases(cell.latency, cell.qd, &cell.costs);
     let outcomes: Vec<Outcome> = sets
         .iter()
-        .map(|&p| run(p, cell.costs, cell.latency, &phases))
+        .map(|&p| run_settled(p, cell.costs, cell.latency, &phases))
         .collect();
     // The first set is adaptive polling off: plain interrupts.
     let plain = &outcomes[0];
     let bound = (cell.latency * bound_percent() / 100) as f64;
-    let added = |o: &Outcome| o.mean_wait_ns() - plain.mean_wait_ns();
+    let added = |o: &Outcome| o.added_wait_ns(plain);
     // The fewest interrupts per I/O within the bound, among the sets `eligible` admits.
     let best = |eligible: &dyn Fn(&Params) -> bool| {
         outcomes

@@ -139,6 +139,11 @@ impl Outcome {
     pub(crate) fn mean_wait_ns(&self) -> f64 {
         self.wait_sum_ns as f64 / self.completions.max(1) as f64
     }
+
+    /// The latency polling added: the mean wait in the CQ beyond interrupts alone's (`plain`).
+    pub(crate) fn added_wait_ns(&self, plain: &Outcome) -> f64 {
+        self.mean_wait_ns() - plain.mean_wait_ns()
+    }
 }
 
 pub(crate) struct Model {
@@ -433,6 +438,15 @@ impl Model {
     }
 }
 
+/// Runs `phases` on a device of `latency`, then long enough after the load for everything in
+/// flight to drain and the queue to settle, and checks that it did.
+pub(crate) fn run_settled(p: Params, costs: Costs, latency: u64, phases: &[Phase]) -> Outcome {
+    let end = phases.last().map_or(0, |ph| ph.until);
+    Model::new(p, costs, latency, phases.to_vec())
+        .run(end + 100 * latency + 100 * MS)
+        .settled()
+}
+
 /// The phases of a closed loop of `qd` for `duration`, then idle.
 pub(crate) fn steady(qd: u32, duration: u64) -> Vec<Phase> {
     vec![Phase {
@@ -542,11 +556,8 @@ fn a_smaller_budget_costs_a_closed_loop_less_iops() {
     // `cargo test smaller_budget -- --nocapture`.)
     for latency in [100 * US, MS] {
         for qd in [16, 32, 128] {
-            let run = |p: Params| {
-                Model::new(p, Costs::hardware(), latency, steady(qd, 20_000 * latency))
-                    .run(u64::MAX)
-                    .settled()
-            };
+            let phases = steady(qd, 20_000 * latency);
+            let run = |p: Params| run_settled(p, Costs::hardware(), latency, &phases);
             let plain = run(Params {
                 enabled: false,
                 ..crate::defaults()
@@ -562,7 +573,7 @@ fn a_smaller_budget_costs_a_closed_loop_less_iops() {
                     "{:5}us QD{qd:<3} budget {budget_percent:2}%: adds {:4.1}%, IOPS x {:.3}, \
                      {:.3} interrupts per I/O (alone {:.3}), {:3.0}% polled",
                     latency / US,
-                    100.0 * (o.mean_wait_ns() - plain.mean_wait_ns()) / latency as f64,
+                    100.0 * o.added_wait_ns(&plain) / latency as f64,
                     iops,
                     o.interrupts_per_io(),
                     plain.interrupts_per_io(),
