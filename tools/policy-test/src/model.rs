@@ -144,6 +144,12 @@ impl Outcome {
     pub(crate) fn added_wait_ns(&self, plain: &Outcome) -> f64 {
         self.mean_wait_ns() - plain.mean_wait_ns()
     }
+
+    /// The I/Os completed against interrupts alone's (`plain`) over the same load: the IOPS
+    /// ratio, where the load is a closed loop that runs for a fixed time.
+    pub(crate) fn iops_ratio(&self, plain: &Outcome) -> f64 {
+        self.completions as f64 / plain.completions.max(1) as f64
+    }
 }
 
 pub(crate) struct Model {
@@ -568,7 +574,7 @@ fn a_smaller_budget_costs_a_closed_loop_less_iops() {
                     budget_percent,
                     ..crate::defaults()
                 });
-                let iops = o.completions as f64 / plain.completions as f64;
+                let iops = o.iops_ratio(&plain);
                 println!(
                     "{:5}us QD{qd:<3} budget {budget_percent:2}%: adds {:4.1}%, IOPS x {:.3}, \
                      {:.3} interrupts per I/O (alone {:.3}), {:3.0}% polled",
