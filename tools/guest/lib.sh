@@ -237,10 +237,25 @@ start_udev() {
         udevadm settle --timeout=120
 }
 
+# Stops udevd and waits until it and its workers are gone. Left running, its watches probe a
+# disk again after each write that closes it (I/O a later check counts as its own) and its
+# probes hold new disks open (rmmod then finds the module in use). One that outlives its exit
+# request is killed. The socket is removed with it, so that start_udev starts it again.
 stop_udev() {
     [ -S /run/udev/control ] || return 0
     udevadm settle --timeout=120
     udevadm control --exit
+    if ! wait_for 30 udev_gone; then
+        echo "stop_udev: udevd still running 30 s after its exit request: killed" >/dev/console
+        pkill -KILL -x systemd-udevd
+        pkill -KILL -x '\(udev-worker\)'
+        wait_for 10 udev_gone || return 1
+    fi
+    rm -f /run/udev/control
+}
+
+udev_gone() {
+    ! pgrep -x systemd-udevd && ! pgrep -x '\(udev-worker\)'
 }
 
 # Runs fio with a time limit; fails unless it completes with no I/O or verify error.

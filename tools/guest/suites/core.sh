@@ -114,7 +114,7 @@ by_id_names() {
     udevadm trigger --action=add "/sys/block/$disk" && udevadm settle --timeout=60
     link=$(ls -l /dev/disk/by-id/ 2>/dev/null | grep -E "nvme-.*nva-file.* -> ../../$disk$" | head -n 1)
     info=$(udevadm info --query=property "/dev/$disk" 2>&1 | grep -E "ID_SERIAL|ID_MODEL|DEVLINKS" | tr '\n' ' ')
-    stop_udev
+    stop_udev || fail "udevd is still running after it was killed"
     [ -n "$link" ] || fail "no /dev/disk/by-id name for $disk (udev: $info; /dev/disk: $(ls /dev/disk 2>&1))"
     echo "$link" | awk '{ print $(NF - 2) }'
 }
