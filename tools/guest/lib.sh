@@ -76,9 +76,12 @@ load_adaptive() {
     load_deps && load_module nvme_adaptive "$@"
 }
 
+# Unloads nvme_adaptive if it is loaded. nvme-core adds the disks from its scan work after probe,
+# and scanning a disk's partitions opens it, which holds the module (nvme_ns_open): rmmod refuses
+# while that runs, so it is tried for 60 s, then once more to say why it still refuses.
 unload_adaptive() {
     grep -q '^nvme_adaptive ' /proc/modules || return 0
-    rmmod nvme_adaptive
+    wait_for 60 limit 60 rmmod rmmod nvme_adaptive || rmmod nvme_adaptive
 }
 
 # Driver currently bound to a PCI device, or "none".

@@ -53,10 +53,7 @@ module_cycles() {
             unbind_adaptive "$CTRL_NULL" || fail "cycle $i: unbind hung"
             reap_background_io 60
         fi
-        # nvme-core adds the disks from its scan work after probe, and scanning a disk's
-        # partitions holds the module: rmmod refuses while that runs, so it is tried again.
-        wait_for 60 limit 60 "cycle $i: rmmod" rmmod nvme_adaptive ||
-            fail "cycle $i: rmmod failed for 60 s: $(rmmod nvme_adaptive 2>&1)"
+        unload_adaptive || fail "cycle $i: rmmod failed for 60 s"
         [ ! -d /sys/module/nvme_adaptive ] || fail "cycle $i: module still present"
     done
 }
