@@ -10,7 +10,7 @@ use crate::{
     params,
     policy::Action,
     queue::Queue,
-    sys::{blk::OwnedBatch, hrtimer::HasPollTimer, irq::Handler},
+    sys::{blk::OwnedBatch, cpu, hrtimer::HasPollTimer, irq::Handler},
 };
 
 impl Handler for Queue {
@@ -36,7 +36,9 @@ impl Handler for Queue {
         let adaptive = &mut cq.adaptive;
         let found = adaptive.reaped(reaped, now);
         let params = adaptive.params.current();
-        let action = adaptive.policy.on_irq(now, found, inflight, params);
+        let action = adaptive
+            .policy
+            .on_irq(now, found, inflight, params, cpu::idle_ns);
         if let Action::StartPolling { wait_ns } = action {
             self.stats.episodes.add(1);
             self.stats.masked.set(1);

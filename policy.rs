@@ -7,36 +7,46 @@
 //! and unmasks the vector, `hrtimer.rs` arms the poll timer, `queue.rs` drains the CQ.
 //!
 //! ```text
-//!              a poll would reap well more than an IRQ
-//!              does, within the latency budget
-//!   +--------+ ------------------------------------> +------+  kept up: re-arm with the
-//!   | Sample |         mask vector, arm timer        | Poll |  wait the budget allows
-//!   +--------+ <------------------------------------ +------+ ---+
-//!       ^        capped / idle after a good episode   |   ^      |
-//!       |        (unmask, reap once more)             |   +------+
-//!       |                                             | stalled, budget gone, or idle too
-//!       |         backoff expired                     | early: unmask, reap once more
-//!       +----------------------------- +---------+ <--+
+//!             a wait that pays fits the budget
+//!             (or, on a busy CPU, a probe beyond it)
+//!   +--------+ ------------------------------------> +------+  each window of completions:
+//!   | Sample |         mask vector, arm timer        | Poll |  judge the rate, move the
+//!   +--------+ <------------------------------------ +------+  wait, charge the credit
+//!       ^      idle, capped, load changed, credit       |  ^        |
+//!       |      spent: unmask, reap once more            |  +--------+
+//!       |                                               |
+//!       |         backoff expired                       | stalled, a probe without gain,
+//!       +----------------------------- +---------+ <----+ gain lost: unmask, reap once more
 //!                                      | Backoff |  base * behind * growth^failures,
 //!                                      +---------+  at most backoff_max
 //! ```
 //!
+//! The objective, in this order: polling costs a closed loop (a fixed number of I/Os in
+//! flight) at most 3 % of the IOPS of interrupts alone, and where the CPU sets the pace it turns
+//! the interrupts it saves into IOPS; then the fewest interrupts; and an open loop (arrivals
+//! that do not wait) gets at most `latency_budget_percent` of the device's latency added to its
+//! mean.
+//!
 //! Nothing here is sized for one device: every decision scales with what the queue measures.
-//! While on interrupts it measures the mean time between completions (`gap`), the mean number
-//! of commands in flight (`depth`), the completions each interrupt reaps, and the device's
-//! service latency (each command's time from submission to reaping; by Little's law,
-//! `depth * gap`, where commands were not timed). While polling it measures how late the timer
-//! fires (`slack`: about a microsecond on hardware, hundreds under emulation) and the latency
-//! again: the difference to the latency on interrupts is what polling adds.
+//! On interrupts it samples the mean time between completions (`gap`), the commands in flight
+//! (`depth`), the completions each interrupt reaps, the device's service latency (submission to
+//! reaping; by Little's law, `depth * gap`, where commands were not timed), how busy the CPU is,
+//! and the completion rate interrupts sustain, the reference every episode is judged against.
+//! While polling it measures how late the timer fires (`slack`: about a microsecond on
+//! hardware, hundreds under emulation), the latency again (what polls add), and the completion
+//! rate, in windows of completions:
 //!
-//! A poll interval of `W + slack` delays a completion by half of it on average when
-//! completions arrive evenly, so the policy starts from `W = 2 * budget - slack`, with the
-//! budget `latency_budget_percent` of the device's latency, and then corrects `W` by what it
-//! measures the polls to add: completions that arrive in clumps wait less or more than half an
-//! interval. It polls only if a poll then collects clearly more completions than an interrupt
-//! already does. The module parameters only cap what it derives.
+//! - within the latency budget, the wait climbs from the shortest that pays toward the budget's
+//!   while the rate holds; a rate that falls says the queue is a closed loop paced by the
+//!   device, where the latency polls add comes off the IOPS, and the wait comes down. Each
+//!   completion on interrupts earns loss credit, each window spends what it lost: the mean loss
+//!   stays within the bound, however a queue alternates;
+//! - on a CPU that interrupts keep busy, a probe polls beyond the budget; if it beats the rate
+//!   interrupts sustain, measured afresh after it, the CPU sets the pace, and the wait climbs
+//!   by the rate alone (perturb and observe).
 //!
-//! Times are nanoseconds of a monotonic clock; no floating point is used.
+//! The module parameters only cap what it derives. Documentation/nvme-adaptive/design.rst
+//! explains each rule. Times are nanoseconds of a monotonic clock; no floating point is used.
 
 /// Shortest poll wait: below about a microsecond programming the timer costs more than it saves.
 pub(crate) const MIN_WAIT_NS: u64 = 1_000;
@@ -91,7 +101,59 @@ const FIT_MAX: u64 = FIT_ONE * 4;
 
 /// The latency polls add is steered to this share of the budget: the latency on interrupts it
 /// is measured against is itself a sample mean, a few percent off either way.
-const AIM_PERCENT: u64 = 85;
+const AIM_PERCENT: u64 = 80;
+
+/// A window may lose this share (in thousandths) of the completion rate interrupts sustained
+/// before its wait shrinks, and each completion on interrupts earns this much loss credit: in a
+/// closed loop (a fixed depth) the latency polls add comes off the rate. The product promises
+/// 3 %; the margin covers the error of two measured rates.
+pub(crate) const LOSS_PERMILLE: u64 = 20;
+
+/// The most loss credit a queue banks: what [`BASELINE_MAX`] completions on interrupts earn.
+const MAX_LOSS_CREDIT: i64 = (LOSS_PERMILLE * BASELINE_MAX) as i64;
+
+/// A wait found to cost more than [`LOSS_PERMILLE`] shrinks toward the wait that would cost this
+/// much (in thousandths of the rate), by at least a quarter and at most three quarters.
+const LOSS_AIM_PERMILLE: u64 = 12;
+
+/// A probe whose completion rate beats what interrupts sustain, measured afresh after it, by
+/// this share finds the CPU setting the pace: the interrupts it saves buy IOPS, and the wait is
+/// no longer held to the latency budget.
+pub(crate) const GAIN_PERCENT: u64 = 8;
+
+/// Where polls reap only part of a queue's completions, those they reap may add up to this
+/// many times the latency budget (in 256ths), so that the mean over all completions meets it.
+const SPREAD_MAX_X256: u64 = 512;
+
+/// Interrupts alone keep the CPU at least this busy (in percent of the time, from its idle
+/// time): the CPU, not the device, may set the pace, so the interrupts polling saves could buy
+/// IOPS. Only then does a queue poll beyond the latency budget to find out.
+pub(crate) const CPU_BUSY_PERCENT: u64 = 95;
+
+/// Below this CPU load (in percent), saving interrupts cannot speed a queue up noticeably: an
+/// episode within the latency budget that beats interrupts' rate finds its reference stale.
+const STALE_BUSY_PERCENT: u64 = 50;
+
+/// Completions an episode's rate is judged over: at least this many, and at least what the
+/// device holds (a closed loop takes a round of its depth to show what a new wait costs) ...
+pub(crate) const JUDGE_MIN: u64 = 64;
+
+/// ... or this many polls, whichever comes first: an episode that slows the queue down is
+/// judged soon.
+pub(crate) const JUDGE_POLLS: u32 = 8;
+
+/// Windows in a row no faster than interrupts after which an episode paced by the CPU has lost
+/// its gain: it ends as a failed probe.
+const GAIN_LOST_WINDOWS: u32 = 3;
+
+/// A failed episode backs off until the queue took at least this many times the interrupts the
+/// episode cost (its polls and the replayed one): failures cost at most a hundredth of the
+/// interrupts.
+const FAILURE_COST_SHARE: u64 = 100;
+
+/// A probe that found no gain backs off for at least this many times its own length, so that
+/// probing costs a queue the CPU does not pace at most a small share of its time.
+pub(crate) const PROBE_BACKOFF_FACTOR: u64 = 64;
 
 /// Tunables, read afresh at every decision so runtime changes apply at the next one. Apart from
 /// the switch and the budget, each only bounds what the policy derives from its measurements.
@@ -188,7 +250,7 @@ pub(crate) const PARAM_SPECS: [ParamSpec; param::COUNT] = [
     ParamSpec {
         name: "latency_budget_percent",
         unit: "% of device latency",
-        default: 25,
+        default: 10,
         min: 1,
         max: 100,
         description: "latency a poll may add on average, in percent of the measured device latency",
@@ -275,6 +337,12 @@ pub(crate) enum Ending {
     Stalled,
     /// The episode reached `episode_polls`: back to interrupts to re-sample.
     Capped,
+    /// The completion rate moved far from the one interrupts sustained (the load changed), or
+    /// beat it (the CPU may set the pace): back to interrupts to measure their rate afresh.
+    Resample,
+    /// The episode cost the completion rate all that polling may cost it (the loss credit):
+    /// back to interrupts, which earn it back.
+    Spent,
     /// Adaptive polling was switched off.
     Disabled,
 }
@@ -322,56 +390,186 @@ pub(crate) struct Estimates {
     pub(crate) latency_ns: u64,
     /// The completions `latency_ns` stands for.
     pub(crate) latency_weight: u64,
+    /// The mean gap between completions on interrupts over the samples of the current load
+    /// (the last [`BASELINE_MAX`] or so completions, at least [`BASELINE_MIN`] before an
+    /// episode): the rate an episode must sustain.
+    pub(crate) ref_gap_ns: u64,
+    /// The completions `ref_gap_ns` stands for, and those still to be left out before it is
+    /// measured afresh (the load settles at a new depth meanwhile).
+    pub(crate) ref_weight: u64,
+    pub(crate) ref_warmup: u64,
+    /// The mean commands in flight while the reference was measured, in sixteenths: a sample
+    /// at a clearly different depth (half again, or two thirds) is another load.
+    pub(crate) ref_depth_x16: u64,
+    /// The depth of the last samples, a moving average (an eighth per sample: a closed loop
+    /// paced by the CPU swings widely from one sample to the next).
+    pub(crate) recent_depth_x16: u64,
     /// The latency while polling, and the correction of the poll wait it led to (in 256ths).
     pub(crate) poll_latency_ns: u64,
     pub(crate) fit_x256: u64,
+    /// Where between the shortest wait that pays (0) and the latency budget's (256) the poll
+    /// waits: an episode starts at the shortest, and the wait climbs while the completion rate
+    /// holds. It stays low where the queue is a closed loop paced by the device.
+    pub(crate) rate_x256: u64,
     /// Completions one interrupt reaped on average in the last sample, in sixteenths.
     pub(crate) per_irq_x16: u64,
+    /// How busy the CPU was while the queue sampled on interrupts, in percent (a moving
+    /// average over samples).
+    pub(crate) busy_percent: u64,
+    /// Recent completions, and how many of them polls reaped (both halved now and then).
+    pub(crate) recent_total: u64,
+    pub(crate) recent_polled: u64,
+    /// What polling may still cost the completion rate, in thousandths of a completion: each
+    /// completion on interrupts earns [`LOSS_PERMILLE`], each window of an episode spends what
+    /// it measured to lose against interrupts' rate. The mean loss stays within the bound.
+    pub(crate) loss_credit: i64,
+    /// Completions on interrupts still to come that earn no credit: for a round of the depth
+    /// after an episode, the requests it delayed keep the loop slow.
+    pub(crate) credit_holdoff: u64,
     /// How late the poll timer fires, on average.
     pub(crate) slack_ns: u64,
 }
 
 impl Estimates {
-    /// The latency polling may add.
+    /// The latency polling may add to what it polls: the budget is a mean over all the queue's
+    /// completions, so where interrupts reap part of them polls may add more (at most
+    /// [`SPREAD_MAX_X256`] times the budget).
     fn budget_ns(&self, p: &Params) -> u64 {
-        self.latency_ns.saturating_mul(u64::from(p.budget_percent)) / 100
+        let spread = (self.recent_total.saturating_mul(256) / self.recent_polled.max(1))
+            .clamp(256, SPREAD_MAX_X256);
+        self.latency_ns
+            .saturating_mul(u64::from(p.budget_percent))
+            .saturating_mul(spread)
+            / (100 * 256)
     }
 
-    /// The poll wait and the batch it collects, within the latency budget and the caps, and
-    /// whether a cap (not the budget) set them; `None` when no wait collects a batch within the
-    /// budget.
-    fn plan(&self, p: &Params) -> Option<Plan> {
-        if self.gap_ns == 0 {
-            return None;
+    /// Whether the queue holds clearly more or fewer commands (`depth_x16`) than while the
+    /// reference was measured: half again as many or two thirds, and two commands either way
+    /// (a shallow queue's depth varies by a command or two).
+    fn depth_changed(&self, depth_x16: u64) -> bool {
+        let known = self.ref_depth_x16;
+        let margin = 2 * 16;
+        depth_x16 > known + known / 2 + margin || depth_x16 + margin < known - known / 3
+    }
+
+    /// Measures interrupts' rate afresh, after a round of the depth the queue held.
+    fn forget_rate(&mut self) {
+        self.ref_weight = 0;
+        self.ref_warmup = self.ref_warmup.max(JUDGE_MIN.max(self.depth_x16 / 16));
+    }
+
+    /// Counts `count` completions, `polled` or not, toward the polled share; on interrupts
+    /// they earn loss credit.
+    fn count_completions(&mut self, count: u64, polled: bool) {
+        self.recent_total = self.recent_total.saturating_add(count);
+        if polled {
+            self.recent_polled = self.recent_polled.saturating_add(count);
+        } else {
+            let held = count.min(self.credit_holdoff);
+            self.credit_holdoff -= held;
+            self.loss_credit = self
+                .loss_credit
+                .saturating_add(((count - held) * LOSS_PERMILLE) as i64)
+                .min(MAX_LOSS_CREDIT);
         }
-        // Evenly arriving completions wait half of the interval `wait + slack` on average.
+        if self.recent_total > 4 * BASELINE_MAX {
+            self.recent_total /= 2;
+            self.recent_polled /= 2;
+        }
+    }
+
+    /// The wait that keeps the latency polls add within the budget: half an interval on average
+    /// for completions that arrive evenly, corrected by what polls measured to add. `None`
+    /// when the timer alone is later than that.
+    fn latency_wait(&self, p: &Params) -> Option<u64> {
         let even = self
             .budget_ns(p)
             .saturating_mul(2)
             .checked_sub(self.slack_ns)?;
-        let wanted = even.saturating_mul(self.fit_x256) / FIT_ONE;
+        Some(even.saturating_mul(self.fit_x256) / FIT_ONE)
+    }
+
+    /// The fewest completions a poll must collect to pay for itself: a batch, and clearly more
+    /// than an interrupt reaps.
+    fn paying_batch(&self) -> u64 {
+        self.per_irq_x16
+            .saturating_mul(MIN_GAIN_EIGHTHS)
+            .div_ceil(16 * 8)
+            .max(MIN_BATCH)
+    }
+
+    /// The poll that waits `wanted`: the batch it collects (at most `target_batch`, and at
+    /// most what the device holds where the device sets the pace; paced by the CPU, the
+    /// application keeps submitting while a poll waits), the wait rounded to the batch where
+    /// a cap bounds it. `None` when that batch does not pay (paced by the CPU, the completion
+    /// rate judges that instead).
+    fn plan(&self, p: &Params, wanted: u64, paced_by_cpu: bool) -> Option<Plan> {
+        if self.gap_ns == 0 {
+            return None;
+        }
         let wait = wanted.min(p.max_delay_ns);
-        // The nearest whole batch: the wait's correction absorbs the rounding.
-        let batch = ((wait + self.gap_ns / 2) / self.gap_ns)
-            .min(u64::from(p.target_batch))
-            .min(self.depth_x16 / 16);
-        if batch < MIN_BATCH {
+        let depth = if paced_by_cpu {
+            u64::MAX
+        } else {
+            self.depth_x16 / 16
+        };
+        let uncapped = self.batch_in(wait);
+        let batch = uncapped.min(u64::from(p.target_batch)).min(depth);
+        if batch < MIN_BATCH || !paced_by_cpu && !self.pays(batch) {
             return None;
         }
         Some(Plan {
-            wait_ns: batch
-                .saturating_mul(self.gap_ns)
-                .min(p.max_delay_ns)
-                .max(MIN_WAIT_NS),
+            wait_ns: if batch < uncapped {
+                self.wait_for(batch, p)
+            } else {
+                wait.max(MIN_WAIT_NS)
+            },
             batch,
-            capped: batch < (wanted + self.gap_ns / 2) / self.gap_ns,
+            capped: false,
         })
+    }
+
+    /// The completions a poll collects when it waits `wait`.
+    fn batch_in(&self, wait: u64) -> u64 {
+        (wait.saturating_add(self.slack_ns) + self.gap_ns / 2) / self.gap_ns.max(1)
+    }
+
+    /// The wait after which a poll has collected `batch`.
+    fn wait_for(&self, batch: u64, p: &Params) -> u64 {
+        batch
+            .saturating_mul(self.gap_ns)
+            .saturating_sub(self.slack_ns)
+            .min(p.max_delay_ns)
+            .max(MIN_WAIT_NS)
+    }
+
+    /// A probe beyond the latency budget: the poll that collects twice what an interrupt
+    /// reaps.
+    fn probe_plan(&self, p: &Params) -> Option<Plan> {
+        let batch = self
+            .per_irq_x16
+            .saturating_mul(2)
+            .div_ceil(16)
+            .max(MIN_BATCH);
+        self.plan(p, self.wait_for(batch, p), true)
     }
 
     /// Whether polling with `batch` per poll takes clearly fewer interrupts than interrupts do.
     fn pays(&self, batch: u64) -> bool {
         batch.saturating_mul(16 * 8) >= self.per_irq_x16.saturating_mul(MIN_GAIN_EIGHTHS)
     }
+}
+
+/// What an episode that may have found the CPU setting the pace measured, kept until
+/// interrupts' rate is measured again after it: its mean gap between completions, its wait and
+/// how long it lasted.
+#[derive(Clone, Copy, Debug)]
+struct GainCandidate {
+    gap_ns: u64,
+    wait_ns: u64,
+    duration_ns: u64,
+    /// It polled beyond the latency budget (failing, it backs off).
+    probe: bool,
 }
 
 /// A poll wait and what it should collect.
@@ -396,6 +594,9 @@ pub(crate) struct Policy {
     sample_depth: u64,
     sample_timed: u64,
     sample_latency_sum: u64,
+    /// When the CPU's busy share began to be measured in the current sample, and the CPU's
+    /// idle time then.
+    sample_idle: Option<(u64, Option<u64>)>,
     /// Time of the last interrupt event, or of the start of the current backoff if later (to
     /// notice an idle queue: until the backoff, polls saw it busy).
     last_irq: u64,
@@ -417,6 +618,43 @@ pub(crate) struct Policy {
     episode_polls: u32,
     productive_polls: u32,
     episode_reaped: u64,
+    /// The episode's current judgment window of its completion rate: when it began, and the
+    /// completions reaped since.
+    window_start: u64,
+    window_count: u64,
+    window_polls: u32,
+    /// When the episode began.
+    episode_start: u64,
+    /// Paced by the CPU: the mean gap of the last window, whether the wait grows, and how many
+    /// windows in a row were no faster than interrupts.
+    last_window_gap_ns: u64,
+    climbing: bool,
+    slow_windows: u32,
+    /// When the current run of such windows began.
+    slow_since: u64,
+    /// The mean gap over the episode's windows (a moving average): the rate the loss is
+    /// judged by, steadier than one window's.
+    smooth_gap_ns: u64,
+    /// The wait of a probe, or of an episode paced by the CPU (the latency budget does not
+    /// set it).
+    climb_wait_ns: u64,
+    /// The episode beats the rate interrupts sustained: the CPU sets the pace.
+    gain: bool,
+    /// The episode started beyond the latency budget, to find out whether it would beat the
+    /// rate on interrupts (until its first judgment).
+    probe: bool,
+    /// The CPU was busy when the episode started: its first judgment may find it paced by the
+    /// CPU.
+    may_gain: bool,
+    /// The episode probed beyond the latency budget (a failure then backs off for longer).
+    probed: bool,
+    /// The first window of an episode that may find the CPU setting the pace (a probe, or an
+    /// episode on a busy CPU that beat interrupts' rate), to be judged against interrupts'
+    /// rate measured afresh after it: the load may have grown since the reference was
+    /// measured.
+    gain_to_confirm: Option<GainCandidate>,
+    /// The episode's rate was judged at least once.
+    judged: bool,
     /// Consecutive episodes that did not pay off.
     failures: u32,
     /// Current backoff and when it ends.
@@ -449,15 +687,27 @@ impl Policy {
             sample_depth: 0,
             sample_timed: 0,
             sample_latency_sum: 0,
+            sample_idle: None,
             last_irq: 0,
             est: Estimates {
                 gap_ns: 0,
                 depth_x16: 0,
                 latency_ns: 0,
                 latency_weight: 0,
+                ref_gap_ns: 0,
+                ref_weight: 0,
+                ref_warmup: 0,
+                ref_depth_x16: 0,
+                recent_depth_x16: 0,
                 poll_latency_ns: 0,
                 fit_x256: FIT_ONE,
+                rate_x256: 0,
                 per_irq_x16: 0,
+                busy_percent: 0,
+                recent_total: 0,
+                recent_polled: 0,
+                loss_credit: 0,
+                credit_holdoff: 0,
                 slack_ns: 0,
             },
             wait_ns: 0,
@@ -470,6 +720,22 @@ impl Policy {
             episode_polls: 0,
             productive_polls: 0,
             episode_reaped: 0,
+            window_start: 0,
+            window_count: 0,
+            window_polls: 0,
+            episode_start: 0,
+            last_window_gap_ns: 0,
+            climbing: true,
+            slow_windows: 0,
+            slow_since: 0,
+            smooth_gap_ns: 0,
+            climb_wait_ns: u64::MAX,
+            gain: false,
+            probe: false,
+            may_gain: false,
+            probed: false,
+            gain_to_confirm: None,
+            judged: false,
             failures: 0,
             backoff_ns: 0,
             backoff_until: 0,
@@ -512,6 +778,12 @@ impl Policy {
         self.failures
     }
 
+    /// Whether the current or last episode found the CPU setting the pace (its wait is not
+    /// held to the latency budget).
+    pub(crate) fn paced_by_cpu(&self) -> bool {
+        self.gain
+    }
+
     /// Silence after which the queue counts as idle: a few service latencies, measured in the
     /// last sample or, before there is one, in the current sample so far.
     fn idle_ns(&self) -> u64 {
@@ -535,9 +807,18 @@ impl Policy {
         self.stage == Stage::Sample && reaped <= 1 && inflight == 0
     }
 
-    /// The IRQ handler reaped at `now`; `inflight` remain outstanding. Returns
+    /// The IRQ handler reaped at `now`; `inflight` remain outstanding. `cpu_idle_ns` reads the
+    /// CPU's cumulative idle time (`None` where the kernel cannot tell it precisely: the CPU
+    /// then never counts as busy); it is called only where a sample begins or ends. Returns
     /// [`Action::Stay`] or [`Action::StartPolling`].
-    pub(crate) fn on_irq(&mut self, now: u64, reaped: Reaped, inflight: u32, p: &Params) -> Action {
+    pub(crate) fn on_irq(
+        &mut self,
+        now: u64,
+        reaped: Reaped,
+        inflight: u32,
+        p: &Params,
+        mut cpu_idle_ns: impl FnMut() -> Option<u64>,
+    ) -> Action {
         let since_last = now.saturating_sub(self.last_irq);
         self.last_irq = now;
         match self.stage {
@@ -548,13 +829,16 @@ impl Policy {
                 if now < self.backoff_until
                     && (since_last <= IDLE_FLOOR_NS || since_last <= self.idle_ns()) =>
             {
-                return Action::Stay
+                self.est.count_completions(reaped.count.into(), false);
+                return Action::Stay;
             }
             Stage::Backoff => {
-                if now < self.backoff_until {
+                if since_last > IDLE_FLOOR_NS && since_last > self.idle_ns() {
                     self.forget_episodes();
                 }
-                // What this interrupt reaped arrived before the new sample began.
+                // Nothing measured the rate during the backoff: the reference is measured
+                // afresh. What this interrupt reaped arrived before the new sample began.
+                self.est.forget_rate();
                 self.restart_sample(now);
                 return Action::Stay;
             }
@@ -584,6 +868,9 @@ impl Policy {
             self.restart_sample(now);
             return Action::Stay;
         }
+        let (busy_since, idle_since) =
+            *self.sample_idle.get_or_insert_with(|| (now, cpu_idle_ns()));
+        self.est.count_completions(reaped.count.into(), false);
         self.sample_count = self.sample_count.saturating_add(u64::from(reaped.count));
         self.sample_irqs = self.sample_irqs.saturating_add(1);
         // What the device held when the interrupt came.
@@ -611,18 +898,63 @@ impl Policy {
         let irqs = self.sample_irqs.max(1);
         self.est.gap_ns = (now.saturating_sub(start) / self.sample_count.max(1)).max(1);
         self.est.depth_x16 = self.sample_depth.saturating_mul(16) / irqs;
+        self.measure_rate(now.saturating_sub(start));
         self.measure_latency();
         self.est.per_irq_x16 = self.sample_count.saturating_mul(16) / irqs;
+        let idle = cpu_idle_ns();
+        if let (Some(idle), Some(since)) = (idle, idle_since) {
+            let idle_percent = idle.saturating_sub(since).saturating_mul(100)
+                / now.saturating_sub(busy_since).max(1);
+            // From 0 too (a queue's first samples, or just idle): a busy CPU must show for a
+            // number of samples.
+            let busy = &mut self.est.busy_percent;
+            *busy = *busy - *busy / 4 + 100u64.saturating_sub(idle_percent) / 4;
+        }
         self.restart_sample(now);
-        let plan = self.est.plan(p).filter(|plan| {
-            self.est.latency_weight >= BASELINE_MIN
-                && u64::from(inflight) >= plan.batch
-                && self.est.pays(plan.batch)
-        });
-        let Some(plan) = plan else {
+        self.sample_idle = Some((now, idle));
+        let ready = self.est.latency_weight >= BASELINE_MIN
+            && self.est.ref_weight >= BASELINE_MIN.max(self.est.depth_x16 / 16)
+            && self.est.loss_credit >= 0;
+        if ready {
+            if let Some(probe) = self.gain_to_confirm.take() {
+                if probe.gap_ns.saturating_mul(100 + GAIN_PERCENT)
+                    <= self.est.ref_gap_ns.saturating_mul(100)
+                {
+                    return self.start_gain(now, probe);
+                }
+                if probe.probe {
+                    return self.back_off(
+                        now,
+                        probe.duration_ns.saturating_mul(PROBE_BACKOFF_FACTOR),
+                        p,
+                    );
+                }
+            }
+        }
+        // Within the latency budget if a batch fits it; otherwise a probe beyond it, to find
+        // out whether the CPU sets the pace.
+        // At least two polls' worth in flight: an episode of one poll and a look that finds
+        // nothing costs two timer interrupts and the one replayed on unmask.
+        let latency_plan = self
+            .latency_plan(p)
+            .filter(|plan| u64::from(inflight) >= 2 * plan.batch);
+        let probe_plan = || self.est.probe_plan(p);
+        let may_gain = self.est.busy_percent >= CPU_BUSY_PERCENT;
+        let (plan, probe) = match latency_plan {
+            Some(plan) => (Some(plan), false),
+            None if may_gain && inflight > 0 => (probe_plan(), true),
+            None => (None, false),
+        };
+        let Some(plan) = plan.filter(|_| ready) else {
             self.relax_poll_estimates();
             return Action::Stay;
         };
+        self.start_episode(now, plan, probe, may_gain)
+    }
+
+    /// Masks the vector and polls: within the latency budget, or as a `probe` beyond it; the
+    /// CPU was busy (`may_gain`) or not.
+    fn start_episode(&mut self, now: u64, plan: Plan, probe: bool, may_gain: bool) -> Action {
         self.stage = Stage::Poll;
         self.set_plan(plan);
         self.est.poll_latency_ns = 0;
@@ -634,15 +966,50 @@ impl Policy {
         self.episode_polls = 0;
         self.productive_polls = 0;
         self.episode_reaped = 0;
+        self.window_start = now;
+        self.window_count = 0;
+        self.window_polls = 0;
+        self.episode_start = now;
+        self.last_window_gap_ns = 0;
+        self.climbing = true;
+        self.slow_windows = 0;
+        self.smooth_gap_ns = 0;
+        self.climb_wait_ns = if probe { plan.wait_ns } else { u64::MAX };
+        self.gain = false;
+        self.probe = probe;
+        self.probed = probe;
+        self.may_gain = may_gain;
+        self.judged = false;
         Action::StartPolling {
             wait_ns: plan.wait_ns,
         }
     }
 
+    /// A probe beat interrupts' rate measured afresh after it: the CPU sets the pace, so the
+    /// queue polls again at the probe's wait, no longer held to the latency budget.
+    fn start_gain(&mut self, now: u64, probe: GainCandidate) -> Action {
+        let plan = Plan {
+            wait_ns: probe.wait_ns,
+            batch: self.est.batch_in(probe.wait_ns).max(MIN_BATCH),
+            capped: true,
+        };
+        let action = self.start_episode(now, plan, false, true);
+        self.gain = true;
+        self.judged = true;
+        self.climb_wait_ns = probe.wait_ns;
+        self.last_window_gap_ns = probe.gap_ns;
+        self.smooth_gap_ns = probe.gap_ns;
+        action
+    }
+
     /// The queue went idle: the load that comes next is another, so the episodes of the last
-    /// one no longer count (their failures and the backoff they grew).
+    /// one no longer count (their failures and the backoff they grew). Its references stay: a
+    /// load that differs shows it at the next episode's first judgment.
     fn forget_episodes(&mut self) {
         self.failures = 0;
+        // An idle queue's CPU was not setting its pace: the next load must show that it does
+        // over a number of samples before a probe.
+        self.est.busy_percent = 0;
     }
 
     /// Only polls measure the timer's lateness and the wait's correction, so with each sample
@@ -651,7 +1018,7 @@ impl Policy {
     /// keep the queue off polling for good. The next episode measures them again; if they are
     /// still bad it ends and backs off as any failed episode does.
     fn relax_poll_estimates(&mut self) {
-        self.est.slack_ns -= self.est.slack_ns >> 2;
+        self.est.slack_ns -= self.est.slack_ns >> 4;
         self.est.fit_x256 = (self.est.fit_x256 * 7 + FIT_ONE) / 8;
     }
 
@@ -674,6 +1041,197 @@ impl Policy {
         self.est.latency_ns = total / (w + self.sample_timed);
     }
 
+    /// Folds a sample's completions over `span` into the reference rate.
+    fn measure_rate(&mut self, span: u64) {
+        let est = &mut self.est;
+        let depth = est.depth_x16;
+        // A shallow queue's depth swings from one sample to the next as waves of completions
+        // pass; a load changes the depth for good.
+        est.recent_depth_x16 = if est.recent_depth_x16 == 0 {
+            depth
+        } else {
+            est.recent_depth_x16 - est.recent_depth_x16 / 8 + depth / 8
+        };
+        let recent = est.recent_depth_x16;
+        if est.ref_weight > 0 && est.depth_changed(recent) {
+            est.forget_rate();
+        }
+        if est.ref_warmup > 0 {
+            est.ref_warmup = est.ref_warmup.saturating_sub(self.sample_count);
+            return;
+        }
+        let w = est.ref_weight;
+        let n = w + self.sample_count;
+        let mean = |old: u64, sample: u64| {
+            (old.saturating_mul(w).saturating_add(sample) / n.max(1)).max(1)
+        };
+        est.ref_gap_ns = mean(est.ref_gap_ns, span);
+        est.ref_depth_x16 = mean(est.ref_depth_x16, depth.saturating_mul(self.sample_count));
+        est.ref_weight = n.min(BASELINE_MAX);
+    }
+
+    /// Ends a judgment window at `now`: what the episode's completion rate says about its wait.
+    /// Returns how the episode must end, if it must: a probe that did not beat interrupts
+    /// failed (stalled); otherwise to measure interrupts' rate afresh (resample).
+    ///
+    /// - At an episode's first judgment, on a CPU that interrupts kept busy: beating the rate
+    ///   on interrupts by [`GAIN_PERCENT`], the CPU sets the pace. The wait is then no longer
+    ///   held to the latency budget but climbs while the rate holds within [`LOSS_PERMILLE`] of
+    ///   the episode's best, and shrinks when it does not.
+    /// - Otherwise the reference is interrupts' rate: beating it later in an episode, or
+    ///   falling a quarter below it, the load changed and the episode ends to sample anew.
+    ///   Slower than it by more than [`LOSS_PERMILLE`], the wait costs a closed loop IOPS and
+    ///   shrinks in proportion to the loss; else it may grow by an eighth.
+    fn judge(&mut self, now: u64) -> Option<Ending> {
+        let count = self.window_count;
+        let gap = (now.saturating_sub(self.window_start) / count.max(1)).max(1);
+        self.window_start = now;
+        self.window_count = 0;
+        self.window_polls = 0;
+        let first = !self.judged;
+        let probe = core::mem::replace(&mut self.probe, false);
+        self.judged = true;
+        let reference = self.est.ref_gap_ns.max(1);
+        let beats = gap.saturating_mul(100 + GAIN_PERCENT) <= reference.saturating_mul(100);
+        // A gain is only taken for one against interrupts' rate measured again right after
+        // the episode: the load may have grown since the reference was measured.
+        if first && self.may_gain && (beats || probe) {
+            self.gain_to_confirm = Some(GainCandidate {
+                gap_ns: gap,
+                wait_ns: self.wait_ns,
+                duration_ns: now.saturating_sub(self.episode_start),
+                probe,
+            });
+            // A loop the CPU paces takes a while to fall back to interrupts' pace: its
+            // reference waits for a longer warm-up.
+            self.est.forget_rate();
+            self.est.ref_warmup = self.est.ref_warmup.max(BASELINE_MIN);
+            return Some(Ending::Resample);
+        }
+        self.smooth_gap_ns = ewma(self.smooth_gap_ns, gap);
+        let smooth = self.smooth_gap_ns;
+        if self.gain {
+            // Perturb and observe: the wait moves an eighth per window in one direction, and
+            // turns back when the rate fell since the last window.
+            let last = core::mem::replace(&mut self.last_window_gap_ns, gap);
+            if smooth >= reference {
+                // No faster than interrupts: the wait overshot, or the CPU no longer sets the
+                // pace. Back down; after a few such windows the gain is gone, and the queue
+                // backs off as from a failed probe, for a multiple of those windows.
+                if self.slow_windows == 0 {
+                    self.slow_since = now;
+                }
+                self.slow_windows += 1;
+                if self.slow_windows >= GAIN_LOST_WINDOWS {
+                    self.gain = false;
+                    self.probed = true;
+                    self.episode_start = self.slow_since;
+                    return Some(Ending::Stalled);
+                }
+                self.climbing = false;
+                self.climb_wait_ns = (self.wait_ns / 2).max(MIN_WAIT_NS);
+                return None;
+            }
+            self.slow_windows = 0;
+            if gap > last {
+                self.climbing = !self.climbing;
+            }
+            self.climb_wait_ns = if self.climbing {
+                self.wait_ns + self.wait_ns / 8
+            } else {
+                self.wait_ns - self.wait_ns / 8
+            }
+            .max(MIN_WAIT_NS);
+            return None;
+        }
+        // On a CPU mostly idle, polls within the latency budget do not make a queue faster
+        // than interrupts do: a rate that beats the reference says it is stale. (A busier CPU
+        // gets time back from every interrupt saved.)
+        let stale = self.est.busy_percent < STALE_BUSY_PERCENT
+            && smooth.saturating_mul(100 + GAIN_PERCENT) < reference.saturating_mul(100);
+        if gap > reference + reference / 4
+            || gap < reference - reference / 4
+            || stale
+            || self.est.depth_changed(self.est.depth_x16)
+        {
+            return Some(Ending::Resample);
+        }
+        self.charge(gap, count);
+        if self.est.loss_credit < 0 {
+            return Some(Ending::Spent);
+        }
+        let rate = &mut self.est.rate_x256;
+        if smooth.saturating_mul(1000) > reference.saturating_mul(1000 + LOSS_PERMILLE) {
+            let loss_permille = (smooth - reference).saturating_mul(1000) / smooth;
+            let keep_x256 = (LOSS_AIM_PERMILLE * 256 / loss_permille.max(1)).clamp(64, 192);
+            *rate = *rate * keep_x256 / 256;
+            // The smoothed rate still remembers the longer wait.
+            self.smooth_gap_ns = reference;
+        } else if smooth.saturating_mul(2000) <= reference.saturating_mul(2000 + LOSS_PERMILLE) {
+            *rate = ((*rate).max(FIT_MIN) * 5 / 4).min(FIT_ONE);
+        }
+        None
+    }
+
+    /// The poll within the latency budget: its wait lies between the shortest that pays and the
+    /// budget's, where [`Estimates::rate_x256`] puts it. `None` when no paying wait fits the
+    /// budget.
+    fn latency_plan(&self, p: &Params) -> Option<Plan> {
+        let est = &self.est;
+        let budget = est.latency_wait(p)?;
+        let paying = est.wait_for(est.paying_batch(), p);
+        if paying > budget {
+            return None;
+        }
+        let wanted = paying + (budget - paying).saturating_mul(est.rate_x256) / FIT_ONE;
+        let mut plan = est.plan(p, wanted, false)?;
+        plan.capped = plan.wait_ns < budget;
+        Some(plan)
+    }
+
+    /// Charges the loss credit for `count` completions that came a mean `gap` apart while
+    /// polling, against interrupts' rate (a gain refunds): the sum over windows is unbiased,
+    /// however noisy one window is.
+    fn charge(&mut self, gap: u64, count: u64) {
+        let gap = gap.max(1) as i64;
+        let loss_permille = (gap - self.est.ref_gap_ns as i64).saturating_mul(1000) / gap;
+        self.est.loss_credit = self
+            .est
+            .loss_credit
+            .saturating_sub(loss_permille.saturating_mul(count as i64))
+            .min(MAX_LOSS_CREDIT);
+    }
+
+    /// Judges the window if it is complete. A closed loop paced by the CPU takes a round of its
+    /// depth to speed up, so the judgment that may find the CPU setting the pace waits for
+    /// twice the completions and at least [`JUDGE_POLLS`] polls. A probe that halves the rate
+    /// fails once interrupts' rate would have brought a window's completions; one that loses a
+    /// quarter, once the time of that judgment is up. Windows end at a poll that `reaped`
+    /// something: one ending in silence would miss the clump due next (the stall rule judges
+    /// silence).
+    fn window_verdict(&mut self, now: u64, reaped: u64) -> Option<Ending> {
+        let count = self.window_count;
+        let least = JUDGE_MIN.max(self.est.depth_x16 / 16);
+        let full = if !self.judged && self.may_gain {
+            // Completions interrupts' rate would have brought by now.
+            let expected = now.saturating_sub(self.window_start) / self.est.ref_gap_ns.max(1);
+            if self.probe
+                && (expected >= least && count * 2 < expected
+                    || expected >= 2 * least && count * 4 < expected * 3)
+            {
+                return Some(Ending::Stalled);
+            }
+            count >= 2 * least && self.window_polls >= JUDGE_POLLS
+        } else {
+            count >= least || self.window_polls >= JUDGE_POLLS
+        };
+        if full && reaped > 0 {
+            self.judge(now)
+        } else {
+            None
+        }
+    }
+
     fn set_plan(&mut self, plan: Plan) {
         self.changed = true;
         self.wait_ns = plan.wait_ns;
@@ -692,7 +1250,8 @@ impl Policy {
             .max(1);
         let aim = self.est.budget_ns(p).saturating_mul(AIM_PERCENT) / 100;
         let ratio = (aim.saturating_mul(FIT_ONE) / added).clamp(FIT_ONE / 2, FIT_ONE * 2);
-        if ratio > FIT_ONE && self.capped {
+        // A wait held down by a cap or by the completion rate cannot grow.
+        if ratio > FIT_ONE && (self.capped || self.est.rate_x256 < FIT_ONE) {
             return;
         }
         self.est.fit_x256 =
@@ -722,9 +1281,13 @@ impl Policy {
         self.est.slack_ns = ewma(self.est.slack_ns, late_ns.max(1));
         if let Some(latency) = reaped.mean_latency_ns() {
             self.est.poll_latency_ns = ewma(self.est.poll_latency_ns, latency);
-            self.fit(p);
+            // Beyond the latency budget the wait is not corrected by the latency it adds.
+            if !self.gain && !self.probe {
+                self.fit(p);
+            }
         }
         let reaped = u64::from(reaped.count);
+        self.est.count_completions(reaped, true);
         self.episode_reaped = self.episode_reaped.saturating_add(reaped);
         if reaped * 100
             >= (elapsed / self.est.gap_ns.max(1))
@@ -733,6 +1296,9 @@ impl Policy {
         {
             self.productive_polls = self.productive_polls.saturating_add(1);
         }
+        self.window_count = self.window_count.saturating_add(reaped);
+        self.window_polls += 1;
+        let verdict = self.window_verdict(now, reaped);
         if reaped > 0 {
             // The rate is the mean span between polls that reaped anything (empty polls in
             // between are part of it) over the mean they reaped. Completions come in clumps:
@@ -774,8 +1340,30 @@ impl Policy {
             let behind = (silence / self.wait_ns.max(1)).clamp(1, MAX_BEHIND);
             return self.end_episode(now, Ending::Stalled, behind, p);
         }
+        // A window that spans a stall reads as the load changing: the stall decides first.
+        if let Some(ending) = verdict {
+            return self.end_episode(now, ending, 1, p);
+        }
         // The rate, depth or timer lateness changed: no batch fits the budget any more.
-        let Some(plan) = self.est.plan(p) else {
+        let mut plan = if self.gain || self.probe {
+            self.est.plan(p, self.climb_wait_ns, true)
+        } else {
+            self.latency_plan(p)
+        };
+        // The timer turned out later than the budget allows: on a busy CPU, the episode goes on
+        // as a probe.
+        if plan.is_none() && self.may_gain && !self.judged && !self.probe {
+            plan = self.est.probe_plan(p);
+            if let Some(probe) = plan {
+                self.probe = true;
+                self.probed = true;
+                self.climb_wait_ns = probe.wait_ns;
+            }
+        }
+        let Some(plan) = plan else {
+            // Whatever the polls saved, they added more latency than the budget allows.
+            self.productive_polls = 0;
+            self.episode_reaped = 0;
             return self.end_episode(now, Ending::Stalled, 1, p);
         };
         if self.episode_polls >= p.episode_polls {
@@ -801,6 +1389,7 @@ impl Policy {
 
     fn restart_sample(&mut self, now: u64) {
         self.changed = true;
+        self.sample_idle = None;
         self.stage = Stage::Sample;
         self.sample_start = Some(now);
         self.sample_count = 0;
@@ -827,9 +1416,31 @@ impl Policy {
 
     fn end_episode(&mut self, now: u64, ending: Ending, behind: u64, p: &Params) -> Action {
         self.changed = true;
-        let paid_off = self.productive_polls >= MIN_PRODUCTIVE_POLLS || self.episode_saved();
+        // The episode's last, unjudged window costs the credit too (unless the load drained:
+        // its rate fell because arrivals stopped), and the round after it earns none.
+        if self.window_count > 0 && !self.gain && ending != Ending::Idle {
+            let span = now.saturating_sub(self.window_start);
+            self.charge(span / self.window_count, self.window_count);
+        }
+        self.est.credit_holdoff = self.est.depth_x16 / 16;
+        // A probe that ends before its judgment showed nothing.
+        let paid_off =
+            !self.probe && (self.productive_polls >= MIN_PRODUCTIVE_POLLS || self.episode_saved());
+        if ending == Ending::Resample {
+            self.est.forget_rate();
+        }
+        // Paced by the CPU, a closed loop's device runs empty while the application holds
+        // every request: the gain holds if the next sample still finds interrupts slower.
+        if ending == Ending::Idle && self.gain {
+            self.gain_to_confirm = Some(GainCandidate {
+                gap_ns: self.smooth_gap_ns,
+                wait_ns: self.wait_ns,
+                duration_ns: now.saturating_sub(self.episode_start),
+                probe: false,
+            });
+        }
         let backoff = match ending {
-            Ending::Capped | Ending::Disabled => {
+            Ending::Capped | Ending::Disabled | Ending::Resample | Ending::Spent => {
                 self.failures = 0;
                 0
             }
@@ -843,21 +1454,50 @@ impl Policy {
                 } else {
                     self.failures = (self.failures + 1).min(MAX_FAILURES);
                 }
-                // The first failure waits the base backoff, at least a few service latencies;
-                // each further one grows it.
-                let base = p
-                    .backoff_ns
-                    .max(self.est.latency_ns.saturating_mul(BACKOFF_LATENCIES));
-                let mut backoff = base.saturating_mul(behind);
-                for _ in 1..self.failures {
-                    backoff = backoff.saturating_mul(u64::from(p.backoff_growth));
-                    if backoff >= p.backoff_max_ns {
-                        break;
-                    }
-                }
-                backoff.min(p.backoff_max_ns)
+                // What a failed episode cost in interrupts (its polls and the one replayed on
+                // unmask), at most a hundredth of those taken until the next try.
+                let interval = self.est.gap_ns.saturating_mul(self.est.per_irq_x16) / 16;
+                let least = if paid_off {
+                    0
+                } else {
+                    (u64::from(self.episode_polls) + 1)
+                        .saturating_mul(FAILURE_COST_SHARE)
+                        .saturating_mul(interval)
+                };
+                let least = if self.probed && !self.gain {
+                    least.max(
+                        now.saturating_sub(self.episode_start)
+                            .saturating_mul(PROBE_BACKOFF_FACTOR),
+                    )
+                } else {
+                    least
+                };
+                self.backoff_for(least, behind, p)
             }
         };
+        self.enter_backoff(now, backoff);
+        Action::StopPolling { ending }
+    }
+
+    /// The backoff after an episode that stalled or failed: the first failure waits
+    /// `backoff_us` (at least a few service latencies) times how far `behind` it fell, and at
+    /// least `least`; each further one grows it, up to `backoff_max_us`.
+    fn backoff_for(&self, least: u64, behind: u64, p: &Params) -> u64 {
+        let base = p
+            .backoff_ns
+            .max(self.est.latency_ns.saturating_mul(BACKOFF_LATENCIES));
+        let mut backoff = base.saturating_mul(behind).max(least);
+        for _ in 1..self.failures {
+            backoff = backoff.saturating_mul(u64::from(p.backoff_growth));
+            if backoff >= p.backoff_max_ns {
+                break;
+            }
+        }
+        backoff.min(p.backoff_max_ns)
+    }
+
+    /// Stays on interrupts for `backoff` from `now` without sampling; none: samples at once.
+    fn enter_backoff(&mut self, now: u64, backoff: u64) {
         self.backoff_ns = backoff;
         if backoff == 0 {
             self.restart_sample(now);
@@ -867,6 +1507,15 @@ impl Policy {
             self.sample_start = None;
             self.last_irq = now;
         }
-        Action::StopPolling { ending }
+    }
+
+    /// A probe failed against interrupts' rate measured afresh after it: backs off for at
+    /// least `least`.
+    fn back_off(&mut self, now: u64, least: u64, p: &Params) -> Action {
+        self.changed = true;
+        self.failures = (self.failures + 1).min(MAX_FAILURES);
+        let backoff = self.backoff_for(least, 1, p);
+        self.enter_backoff(now, backoff);
+        Action::Stay
     }
 }

@@ -898,6 +898,7 @@ impl Queue {
         self.stats.batch.set(policy.batch());
         self.stats.backoff_ns.set(policy.backoff_ns());
         self.stats.failures.set(policy.failures().into());
+        self.stats.paced_by_cpu.set(policy.paced_by_cpu().into());
     }
 
     /// blk-mq polling (`nvme_poll`): reaps a poll queue for io_uring polled I/O.

@@ -101,6 +101,8 @@ pub(crate) struct QueueStats {
     pub(crate) ended_stalled: Counter,
     pub(crate) ended_idle: Counter,
     pub(crate) ended_capped: Counter,
+    pub(crate) ended_resample: Counter,
+    pub(crate) ended_spent: Counter,
     pub(crate) ended_disabled: Counter,
     /// Commands nvme-core issued again (after an error status, or cancelled by a reset).
     pub(crate) retries: Counter,
@@ -118,6 +120,11 @@ pub(crate) struct QueueStats {
     fit_x256: Gauge,
     per_irq_x16: Gauge,
     slack_ns: Gauge,
+    ref_gap_ns: Gauge,
+    busy_percent: Gauge,
+    rate_x256: Gauge,
+    loss_credit: Gauge,
+    pub(crate) paced_by_cpu: Gauge,
     pub(crate) wait_ns: Gauge,
     /// Completions the current or last poll aims to collect.
     pub(crate) batch: Gauge,
@@ -142,6 +149,12 @@ impl QueueStats {
         self.fit_x256.set(est.fit_x256);
         self.per_irq_x16.set(est.per_irq_x16);
         self.slack_ns.set(est.slack_ns);
+        self.ref_gap_ns.set(est.ref_gap_ns);
+        self.busy_percent.set(est.busy_percent);
+        self.rate_x256.set(est.rate_x256);
+        // Shown in whole completions; negative credit ends an episode at once, so never shown.
+        self.loss_credit
+            .set(est.loss_credit.max(0).unsigned_abs() / 1000);
     }
 
     /// An interrupt found `reaped` completions.
@@ -183,6 +196,8 @@ impl QueueStats {
             Ending::Stalled => self.ended_stalled.add(1),
             Ending::Idle => self.ended_idle.add(1),
             Ending::Capped => self.ended_capped.add(1),
+            Ending::Resample => self.ended_resample.add(1),
+            Ending::Spent => self.ended_spent.add(1),
             Ending::Disabled => self.ended_disabled.add(1),
         }
     }
@@ -215,17 +230,32 @@ impl QueueStats {
         writeln!(f, "ended_stalled: {}", self.ended_stalled.get())?;
         writeln!(f, "ended_idle: {}", self.ended_idle.get())?;
         writeln!(f, "ended_capped: {}", self.ended_capped.get())?;
+        writeln!(f, "ended_resample: {}", self.ended_resample.get())?;
+        writeln!(f, "ended_spent: {}", self.ended_spent.get())?;
         writeln!(f, "ended_disabled: {}", self.ended_disabled.get())?;
         writeln!(
             f,
             "rate_per_sec: {}",
             policy::rate_per_sec(self.gap_ns.get())
         )?;
+        writeln!(
+            f,
+            "irq_rate_per_sec: {}",
+            policy::rate_per_sec(self.ref_gap_ns.get())
+        )?;
         writeln!(f, "depth: {}", self.depth_x16.get() / 16)?;
         writeln!(f, "per_irq: {}", self.per_irq_x16.get() / 16)?;
         writeln!(f, "latency_ns: {}", self.latency_ns.get())?;
         writeln!(f, "poll_latency_ns: {}", self.poll_latency_ns.get())?;
         writeln!(f, "slack_ns: {}", self.slack_ns.get())?;
+        writeln!(f, "cpu_busy_percent: {}", self.busy_percent.get())?;
+        writeln!(f, "paced_by_cpu: {}", self.paced_by_cpu.get())?;
+        writeln!(
+            f,
+            "wait_range_percent: {}",
+            self.rate_x256.get() * 100 / 256
+        )?;
+        writeln!(f, "loss_credit: {}", self.loss_credit.get())?;
         writeln!(f, "wait_fit_percent: {}", self.fit_x256.get() * 100 / 256)?;
         writeln!(f, "wait_ns: {}", self.wait_ns.get())?;
         writeln!(f, "batch: {}", self.batch.get())?;

@@ -9,6 +9,7 @@
 //! [`Transport`] methods; the other files wrap one kernel facility each.
 
 pub(crate) mod blk;
+pub(crate) mod cpu;
 pub(crate) mod debugfs;
 pub(crate) mod dma;
 pub(crate) mod entry;

@@ -20,3 +20,28 @@ mod transitions;
 fn defaults() -> policy::Params {
     policy::Params::from_raw(policy::PARAM_SPECS.map(|s| s.default))
 }
+
+/// The policy's interrupt event on a CPU that is otherwise idle (the unit tests' usual host).
+#[cfg(test)]
+trait IdleCpu {
+    fn on_irq_idle(
+        &mut self,
+        now: u64,
+        reaped: policy::Reaped,
+        inflight: u32,
+        p: &policy::Params,
+    ) -> policy::Action;
+}
+
+#[cfg(test)]
+impl IdleCpu for policy::Policy {
+    fn on_irq_idle(
+        &mut self,
+        now: u64,
+        reaped: policy::Reaped,
+        inflight: u32,
+        p: &policy::Params,
+    ) -> policy::Action {
+        self.on_irq(now, reaped, inflight, p, || Some(now))
+    }
+}

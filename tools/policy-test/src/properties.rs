@@ -4,6 +4,7 @@
 //! timer, and it keeps the vector masked from `StartPolling` until `StopPolling`.
 
 use crate::policy::*;
+use crate::IdleCpu;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -90,7 +91,7 @@ proptest! {
                     if masked {
                         continue;
                     }
-                    match pol.on_irq(now, reaped, inflight, &p) {
+                    match pol.on_irq_idle(now, reaped, inflight, &p) {
                         Action::Stay => {}
                         Action::StartPolling { wait_ns } => {
                             prop_assert!(p.enabled, "polling started while disabled");
@@ -146,7 +147,7 @@ proptest! {
         for (dt, reaped, inflight) in events {
             now += dt;
             let reaped = Reaped { count: reaped, timed: reaped, latency_sum_ns: u64::from(reaped) * 100_000 };
-            prop_assert_eq!(pol.on_irq(now, reaped, inflight, &p), Action::Stay);
+            prop_assert_eq!(pol.on_irq_idle(now, reaped, inflight, &p), Action::Stay);
         }
     }
 
@@ -163,7 +164,7 @@ proptest! {
             let dense = Reaped { count: 32, timed: 32, latency_sum_ns: 32 * 200_000 };
             for _ in 0..=((p.sample_size as u64).max(BASELINE_MIN) / 32 + 2) {
                 now += 1_000;
-                if let Action::StartPolling { wait_ns } = pol.on_irq(now, dense, p.target_batch.max(512), &p) {
+                if let Action::StartPolling { wait_ns } = pol.on_irq_idle(now, dense, p.target_batch.max(512), &p) {
                     started = Some(wait_ns);
                     break;
                 }
