@@ -8,6 +8,7 @@ use crate::{
     queue::Queue,
     sys::{
         blk::OwnedBatch,
+        cpu,
         hrtimer::{Expiry, HasPollTimer},
     },
 };
@@ -35,7 +36,7 @@ impl Expiry for Queue {
         let action = cq
             .adaptive
             .policy
-            .on_timer(now, late, found, inflight, &params);
+            .on_timer(now, late, found, inflight, &params, cpu::idle_ns);
         self.publish(&mut cq.adaptive.policy);
         match action {
             Action::Rearm { wait_ns } => {

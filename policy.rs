@@ -61,13 +61,6 @@ pub(crate) const MIN_BATCH: u64 = 2;
 /// one unmask, the interrupt replayed on unmask and the timer interrupts must be paid back.
 pub(crate) const MIN_GAIN_EIGHTHS: u64 = 12;
 
-/// A poll that reaps at least this share of what the rate estimate predicted is "productive".
-pub(crate) const KEEP_UP_PERCENT: u64 = 50;
-
-/// Polls that must keep up before an episode counts as worth its cost, unless it saved
-/// interrupts outright (`Policy::episode_saved`).
-pub(crate) const MIN_PRODUCTIVE_POLLS: u32 = 4;
-
 /// "How far behind" saturates here, so one long silence cannot ask for an absurd backoff.
 pub(crate) const MAX_BEHIND: u64 = 16;
 
@@ -147,9 +140,24 @@ pub(crate) const JUDGE_POLLS: u32 = 8;
 const GAIN_LOST_WINDOWS: u32 = 3;
 
 /// A failed episode backs off until the queue took at least this many times the interrupts the
-/// episode cost (its polls and the replayed one): failures cost at most a hundredth of the
-/// interrupts.
-const FAILURE_COST_SHARE: u64 = 100;
+/// episode cost (its polls and the replayed one), counted: failures cost at most a third of a
+/// percent of the interrupts.
+const FAILURE_COST_SHARE: u64 = 300;
+
+/// A probe starts with a poll that collects this many times what an interrupt reaps.
+const PROBE_BATCH_FACTOR: u64 = 2;
+
+/// Paced by the CPU, a longer wait saves more interrupts, whose time the application gets, until
+/// it runs out of work: the CPU then idles. So the wait of a probe, and of an episode paced by
+/// the CPU, climbs while the CPU stays at least this busy (in percent) over a window ...
+const CLIMB_BUSY_PERCENT: u64 = 97;
+
+/// ... and comes down when it idles more than this share.
+const DESCEND_BUSY_PERCENT: u64 = 90;
+
+/// How many steps a probe's wait takes before its rate is judged, at most: a quarter up, or
+/// down in proportion to the CPU's idle time.
+const MAX_PROBE_CLIMBS: u32 = 12;
 
 /// A probe that found no gain backs off for at least this many times its own length, so that
 /// probing costs a queue the CPU does not pace at most a small share of its time.
@@ -416,9 +424,11 @@ pub(crate) struct Estimates {
     /// How busy the CPU was while the queue sampled on interrupts, in percent (a moving
     /// average over samples).
     pub(crate) busy_percent: u64,
-    /// Recent completions, and how many of them polls reaped (both halved now and then).
+    /// Recent completions, how many of them polls reaped, and the interrupts that reaped the
+    /// others (all halved now and then).
     pub(crate) recent_total: u64,
     pub(crate) recent_polled: u64,
+    pub(crate) recent_irqs: u64,
     /// What polling may still cost the completion rate, in thousandths of a completion: each
     /// completion on interrupts earns [`LOSS_PERMILLE`], each window of an episode spends what
     /// it measured to lose against interrupts' rate. The mean loss stays within the bound.
@@ -465,6 +475,7 @@ impl Estimates {
         if polled {
             self.recent_polled = self.recent_polled.saturating_add(count);
         } else {
+            self.recent_irqs = self.recent_irqs.saturating_add(1);
             let held = count.min(self.credit_holdoff);
             self.credit_holdoff -= held;
             self.loss_credit = self
@@ -475,7 +486,17 @@ impl Estimates {
         if self.recent_total > 4 * BASELINE_MAX {
             self.recent_total /= 2;
             self.recent_polled /= 2;
+            self.recent_irqs /= 2;
         }
+    }
+
+    /// What an interrupt reaps, in sixteenths: the last sample's figure, or the mean over the
+    /// recent interrupts where that is more (a sample that ends early in a clump of completions
+    /// reads too few).
+    fn irq_batch_x16(&self) -> u64 {
+        let on_irqs = self.recent_total.saturating_sub(self.recent_polled);
+        let mean = on_irqs.saturating_mul(16) / self.recent_irqs.max(1);
+        self.per_irq_x16.max(mean)
     }
 
     /// The wait that keeps the latency polls add within the budget: half an interval on average
@@ -543,12 +564,12 @@ impl Estimates {
             .max(MIN_WAIT_NS)
     }
 
-    /// A probe beyond the latency budget: the poll that collects twice what an interrupt
-    /// reaps.
+    /// A probe beyond the latency budget: the poll that collects [`PROBE_BATCH_FACTOR`] times
+    /// what an interrupt reaps.
     fn probe_plan(&self, p: &Params) -> Option<Plan> {
         let batch = self
             .per_irq_x16
-            .saturating_mul(2)
+            .saturating_mul(PROBE_BATCH_FACTOR)
             .div_ceil(16)
             .max(MIN_BATCH);
         self.plan(p, self.wait_for(batch, p), true)
@@ -606,23 +627,26 @@ pub(crate) struct Policy {
     wait_ns: u64,
     batch: u64,
     capped: bool,
-    /// Time of the last poll decision (the start of the interval the next poll measures).
-    last_poll: u64,
     /// Time of the last poll that reaped anything (or of the start of the episode).
     last_reap: u64,
     /// Mean span between the polls that reaped anything and mean completions they reaped (in
     /// 256ths), this episode: the rate while polling.
     reap_span_ns: u64,
     reap_count_x256: u64,
-    /// Polls in the current episode, how many of them kept up, and the completions they reaped.
+    /// Polls in the current episode, and the completions they reaped.
     episode_polls: u32,
-    productive_polls: u32,
     episode_reaped: u64,
     /// The episode's current judgment window of its completion rate: when it began, and the
     /// completions reaped since.
     window_start: u64,
     window_count: u64,
     window_polls: u32,
+    /// The CPU's idle time when the window's first poll came, and that poll's time: how busy
+    /// the CPU was over the window (episodes on a busy CPU only).
+    window_idle: Option<(u64, u64)>,
+    /// A probe's wait still climbs (its rate is judged once it settles), and how often it did.
+    probe_climbing: bool,
+    probe_climbs: u32,
     /// When the episode began.
     episode_start: u64,
     /// Paced by the CPU: the mean gap of the last window, whether the wait grows, and how many
@@ -657,9 +681,13 @@ pub(crate) struct Policy {
     judged: bool,
     /// Consecutive episodes that did not pay off.
     failures: u32,
-    /// Current backoff and when it ends.
+    /// Current backoff and when it ends, and the interrupts it must still take before (a
+    /// failed episode's cost in interrupts, [`FAILURE_COST_SHARE`] times over), unless
+    /// `backoff_max_us` passes first: a slow device's interrupts are few.
     backoff_ns: u64,
     backoff_until: u64,
+    backoff_irqs: u64,
+    backoff_irqs_until: u64,
     /// Something the accessors show changed since [`Policy::take_changed`] last asked.
     changed: bool,
 }
@@ -706,6 +734,7 @@ impl Policy {
                 busy_percent: 0,
                 recent_total: 0,
                 recent_polled: 0,
+                recent_irqs: 0,
                 loss_credit: 0,
                 credit_holdoff: 0,
                 slack_ns: 0,
@@ -713,16 +742,17 @@ impl Policy {
             wait_ns: 0,
             batch: 0,
             capped: false,
-            last_poll: 0,
             last_reap: 0,
             reap_span_ns: 0,
             reap_count_x256: 0,
             episode_polls: 0,
-            productive_polls: 0,
             episode_reaped: 0,
             window_start: 0,
             window_count: 0,
             window_polls: 0,
+            window_idle: None,
+            probe_climbing: false,
+            probe_climbs: 0,
             episode_start: 0,
             last_window_gap_ns: 0,
             climbing: true,
@@ -739,6 +769,8 @@ impl Policy {
             failures: 0,
             backoff_ns: 0,
             backoff_until: 0,
+            backoff_irqs: 0,
+            backoff_irqs_until: 0,
             changed: false,
         }
     }
@@ -824,17 +856,19 @@ impl Policy {
         match self.stage {
             // The timer owns a polling queue; an interrupt slipping through changes nothing.
             Stage::Poll => return Action::Stay,
-            // Interrupts usually come well within the idle floor: no idle time worked out then.
-            Stage::Backoff
-                if now < self.backoff_until
-                    && (since_last <= IDLE_FLOOR_NS || since_last <= self.idle_ns()) =>
-            {
-                self.est.count_completions(reaped.count.into(), false);
-                return Action::Stay;
-            }
             Stage::Backoff => {
+                // Interrupts usually come well within the idle floor: no idle time worked out
+                // then. A queue that went idle faces another load: its backoff in time ends,
+                // but not the interrupts a failure must be paid back with.
                 if since_last > IDLE_FLOOR_NS && since_last > self.idle_ns() {
                     self.forget_episodes();
+                    self.backoff_until = now;
+                }
+                let owes_irqs = self.backoff_irqs > 0 && now < self.backoff_irqs_until;
+                if now < self.backoff_until || owes_irqs {
+                    self.backoff_irqs = self.backoff_irqs.saturating_sub(1);
+                    self.est.count_completions(reaped.count.into(), false);
+                    return Action::Stay;
                 }
                 // Nothing measured the rate during the backoff: the reference is measured
                 // afresh. What this interrupt reaped arrived before the new sample began.
@@ -958,17 +992,13 @@ impl Policy {
         self.stage = Stage::Poll;
         self.set_plan(plan);
         self.est.poll_latency_ns = 0;
-        self.last_poll = now;
         self.last_reap = now;
         // The sampled rate seeds the episode's: what the first wait should collect.
         self.reap_span_ns = plan.batch.saturating_mul(self.est.gap_ns);
         self.reap_count_x256 = plan.batch.saturating_mul(256);
         self.episode_polls = 0;
-        self.productive_polls = 0;
         self.episode_reaped = 0;
-        self.window_start = now;
-        self.window_count = 0;
-        self.window_polls = 0;
+        self.restart_window(now);
         self.episode_start = now;
         self.last_window_gap_ns = 0;
         self.climbing = true;
@@ -978,6 +1008,8 @@ impl Policy {
         self.gain = false;
         self.probe = probe;
         self.probed = probe;
+        self.probe_climbing = probe;
+        self.probe_climbs = 0;
         self.may_gain = may_gain;
         self.judged = false;
         Action::StartPolling {
@@ -1082,12 +1114,10 @@ impl Policy {
     ///   falling a quarter below it, the load changed and the episode ends to sample anew.
     ///   Slower than it by more than [`LOSS_PERMILLE`], the wait costs a closed loop IOPS and
     ///   shrinks in proportion to the loss; else it may grow by an eighth.
-    fn judge(&mut self, now: u64) -> Option<Ending> {
+    fn judge(&mut self, now: u64, busy: Option<u64>) -> Option<Ending> {
         let count = self.window_count;
         let gap = (now.saturating_sub(self.window_start) / count.max(1)).max(1);
-        self.window_start = now;
-        self.window_count = 0;
-        self.window_polls = 0;
+        self.restart_window(now);
         let first = !self.judged;
         let probe = core::mem::replace(&mut self.probe, false);
         self.judged = true;
@@ -1111,35 +1141,56 @@ impl Policy {
         self.smooth_gap_ns = ewma(self.smooth_gap_ns, gap);
         let smooth = self.smooth_gap_ns;
         if self.gain {
-            // Perturb and observe: the wait moves an eighth per window in one direction, and
-            // turns back when the rate fell since the last window.
             let last = core::mem::replace(&mut self.last_window_gap_ns, gap);
+            let saturated = busy.is_some_and(|b| b >= CLIMB_BUSY_PERCENT);
             if smooth >= reference {
-                // No faster than interrupts: the wait overshot, or the CPU no longer sets the
-                // pace. Back down; after a few such windows the gain is gone, and the queue
-                // backs off as from a failed probe, for a multiple of those windows.
+                // No faster than interrupts. With the CPU saturated, the wait is still too
+                // short to save what the polls cost: it climbs. Otherwise the wait overshot
+                // (the CPU idles), or the CPU no longer sets the pace: after a few such windows,
+                // or one at half the rate, the gain is gone, and the queue backs off as from a
+                // failed probe, for a multiple of those windows.
+                if saturated && gap < reference.saturating_mul(2) {
+                    self.climb_wait_ns = self.wait_ns + self.wait_ns / 8;
+                    return None;
+                }
                 if self.slow_windows == 0 {
                     self.slow_since = now;
                 }
                 self.slow_windows += 1;
-                if self.slow_windows >= GAIN_LOST_WINDOWS {
+                if self.slow_windows >= GAIN_LOST_WINDOWS || gap >= reference.saturating_mul(2) {
                     self.gain = false;
                     self.probed = true;
                     self.episode_start = self.slow_since;
                     return Some(Ending::Stalled);
                 }
                 self.climbing = false;
-                self.climb_wait_ns = (self.wait_ns / 2).max(MIN_WAIT_NS);
+                self.climb_wait_ns = match busy {
+                    Some(busy) if busy >= DESCEND_BUSY_PERCENT => self.wait_ns,
+                    Some(_) => self.wait_ns - self.wait_ns / 4,
+                    None => self.wait_ns / 2,
+                }
+                .max(MIN_WAIT_NS);
                 return None;
             }
             self.slow_windows = 0;
-            if gap > last {
-                self.climbing = !self.climbing;
-            }
-            self.climb_wait_ns = if self.climbing {
-                self.wait_ns + self.wait_ns / 8
-            } else {
-                self.wait_ns - self.wait_ns / 8
+            self.climb_wait_ns = match busy {
+                // The CPU's load says where the wait stands: still saturated, a longer one
+                // saves more; idling, the application ran out of work.
+                _ if saturated => self.wait_ns + self.wait_ns / 8,
+                Some(busy) if busy < DESCEND_BUSY_PERCENT => self.wait_ns - self.wait_ns / 8,
+                Some(_) => self.wait_ns,
+                // Without it, perturb and observe: the wait moves an eighth per window, and
+                // turns back when the rate fell since the last one.
+                None => {
+                    if gap > last {
+                        self.climbing = !self.climbing;
+                    }
+                    if self.climbing {
+                        self.wait_ns + self.wait_ns / 8
+                    } else {
+                        self.wait_ns - self.wait_ns / 8
+                    }
+                }
             }
             .max(MIN_WAIT_NS);
             return None;
@@ -1209,12 +1260,50 @@ impl Policy {
     /// quarter, once the time of that judgment is up. Windows end at a poll that `reaped`
     /// something: one ending in silence would miss the clump due next (the stall rule judges
     /// silence).
-    fn window_verdict(&mut self, now: u64, reaped: u64) -> Option<Ending> {
+    fn window_verdict(
+        &mut self,
+        now: u64,
+        reaped: u64,
+        cpu_idle_ns: &mut impl FnMut() -> Option<u64>,
+    ) -> Option<Ending> {
         let count = self.window_count;
+        // Completions interrupts' rate would have brought by now.
+        let expected = now.saturating_sub(self.window_start) / self.est.ref_gap_ns.max(1);
         let least = JUDGE_MIN.max(self.est.depth_x16 / 16);
+        if self.probe_climbing {
+            // A probe's wait first seeks where the CPU is just saturated; one that halves the
+            // rate meanwhile fails once interrupts would have brought a window's completions.
+            let expected = now.saturating_sub(self.episode_start) / self.est.ref_gap_ns.max(1);
+            if expected >= least && self.episode_reaped * 2 < expected {
+                return Some(Ending::Stalled);
+            }
+            if self.window_polls >= JUDGE_POLLS && reaped > 0 {
+                // Up while the CPU stays saturated, down while it idles; settled where it is
+                // just saturated, when the search turns back, or after MAX_PROBE_CLIMBS steps.
+                let busy = self.window_busy(now, cpu_idle_ns);
+                let up = busy.is_some_and(|b| b >= CLIMB_BUSY_PERCENT);
+                let down = busy.is_some_and(|b| b < DESCEND_BUSY_PERCENT);
+                let turned = self.probe_climbs > 0 && self.climbing != up;
+                if (up || down) && self.probe_climbs < MAX_PROBE_CLIMBS {
+                    self.probe_climbs += 1;
+                    self.climbing = up;
+                    self.climb_wait_ns = match busy {
+                        _ if up => self.wait_ns + self.wait_ns / 4,
+                        // Down in proportion to the idle time, a fifth at least and half at
+                        // most.
+                        Some(busy) => self.wait_ns * busy.clamp(50, 80) / 100,
+                        None => self.wait_ns,
+                    };
+                }
+                if !(up || down) || turned || self.probe_climbs >= MAX_PROBE_CLIMBS {
+                    // The rate is judged from here.
+                    self.probe_climbing = false;
+                }
+                self.restart_window(now);
+            }
+            return None;
+        }
         let full = if !self.judged && self.may_gain {
-            // Completions interrupts' rate would have brought by now.
-            let expected = now.saturating_sub(self.window_start) / self.est.ref_gap_ns.max(1);
             if self.probe
                 && (expected >= least && count * 2 < expected
                     || expected >= 2 * least && count * 4 < expected * 3)
@@ -1225,11 +1314,32 @@ impl Policy {
         } else {
             count >= least || self.window_polls >= JUDGE_POLLS
         };
-        if full && reaped > 0 {
-            self.judge(now)
+        if !full || reaped == 0 {
+            return None;
+        }
+        let busy = if self.gain {
+            self.window_busy(now, cpu_idle_ns)
         } else {
             None
-        }
+        };
+        self.judge(now, busy)
+    }
+
+    /// How busy the CPU was since the window's first poll, in percent; `None` where the kernel
+    /// cannot tell.
+    fn window_busy(&self, now: u64, cpu_idle_ns: &mut impl FnMut() -> Option<u64>) -> Option<u64> {
+        let (since, idle_then) = self.window_idle?;
+        let elapsed = now.checked_sub(since).filter(|&e| e > 0)?;
+        let idle = cpu_idle_ns()?.saturating_sub(idle_then);
+        Some(100u64.saturating_sub(idle.saturating_mul(100) / elapsed))
+    }
+
+    /// Starts a new judgment window at `now`.
+    fn restart_window(&mut self, now: u64) {
+        self.window_start = now;
+        self.window_count = 0;
+        self.window_polls = 0;
+        self.window_idle = None;
     }
 
     fn set_plan(&mut self, plan: Plan) {
@@ -1267,6 +1377,7 @@ impl Policy {
         reaped: Reaped,
         inflight: u32,
         p: &Params,
+        mut cpu_idle_ns: impl FnMut() -> Option<u64>,
     ) -> Action {
         if self.stage != Stage::Poll {
             // Only reachable if the driver broke the protocol; never leave a vector masked.
@@ -1275,8 +1386,6 @@ impl Policy {
             };
         }
         self.changed = true;
-        let elapsed = now.saturating_sub(self.last_poll).max(1);
-        self.last_poll = now;
         self.episode_polls = self.episode_polls.saturating_add(1);
         self.est.slack_ns = ewma(self.est.slack_ns, late_ns.max(1));
         if let Some(latency) = reaped.mean_latency_ns() {
@@ -1289,16 +1398,14 @@ impl Policy {
         let reaped = u64::from(reaped.count);
         self.est.count_completions(reaped, true);
         self.episode_reaped = self.episode_reaped.saturating_add(reaped);
-        if reaped * 100
-            >= (elapsed / self.est.gap_ns.max(1))
-                .max(1)
-                .saturating_mul(KEEP_UP_PERCENT)
-        {
-            self.productive_polls = self.productive_polls.saturating_add(1);
-        }
         self.window_count = self.window_count.saturating_add(reaped);
         self.window_polls += 1;
-        let verdict = self.window_verdict(now, reaped);
+        // On a busy CPU, where a window's first poll came: the CPU's load over the window
+        // guides a wait beyond the latency budget.
+        if self.may_gain && self.window_idle.is_none() && (self.probe_climbing || self.gain) {
+            self.window_idle = cpu_idle_ns().map(|idle| (now, idle));
+        }
+        let verdict = self.window_verdict(now, reaped, &mut cpu_idle_ns);
         if reaped > 0 {
             // The rate is the mean span between polls that reaped anything (empty polls in
             // between are part of it) over the mean they reaped. Completions come in clumps:
@@ -1320,7 +1427,10 @@ impl Policy {
         if !p.enabled {
             return self.end_episode(now, Ending::Disabled, 1, p);
         }
-        if reaped == 0 && inflight == 0 {
+        // Nothing left in flight: nothing can come before the application submits again. On a
+        // busy CPU it may be about to (one more look); elsewhere another poll would only find
+        // the next round a device latency away.
+        if inflight == 0 && (reaped == 0 || !self.may_gain) {
             return self.end_episode(now, Ending::Idle, 1, p);
         }
         // Completions come in clumps: a closed loop resubmits what one poll reaped all at once,
@@ -1357,12 +1467,14 @@ impl Policy {
             if let Some(probe) = plan {
                 self.probe = true;
                 self.probed = true;
+                self.probe_climbing = true;
+                self.probe_climbs = 0;
                 self.climb_wait_ns = probe.wait_ns;
+                self.restart_window(now);
             }
         }
         let Some(plan) = plan else {
             // Whatever the polls saved, they added more latency than the budget allows.
-            self.productive_polls = 0;
             self.episode_reaped = 0;
             return self.end_episode(now, Ending::Stalled, 1, p);
         };
@@ -1399,18 +1511,17 @@ impl Policy {
         self.sample_latency_sum = 0;
     }
 
-    /// Whether the episode's polls reaped what interrupts would have needed clearly more
-    /// interrupts for: one timer interrupt per poll and the unmask's replayed one, against what
-    /// each interrupt of the last sample reaped. An episode that drained a burst in two or three
-    /// polls pays off too, not only one of [`MIN_PRODUCTIVE_POLLS`] polls.
-    fn episode_saved(&self) -> bool {
+    /// Whether the episode paid for its interrupts: its polls reaped clearly more than
+    /// interrupts would have for as many interrupts (one timer interrupt per poll and the
+    /// unmask's replayed one), at what interrupts reap.
+    fn episode_paid_off(&self) -> bool {
         let interrupts = u64::from(self.episode_polls) + 1;
         // Interrupts that reaped next to nothing each (empty ones in the sample) make any reap
         // look like a saving: at least a batch must have been reaped.
         self.episode_reaped >= MIN_BATCH
             && self.episode_reaped.saturating_mul(16 * 8)
                 >= interrupts
-                    .saturating_mul(self.est.per_irq_x16)
+                    .saturating_mul(self.est.irq_batch_x16())
                     .saturating_mul(MIN_GAIN_EIGHTHS)
     }
 
@@ -1424,8 +1535,7 @@ impl Policy {
         }
         self.est.credit_holdoff = self.est.depth_x16 / 16;
         // A probe that ends before its judgment showed nothing.
-        let paid_off =
-            !self.probe && (self.productive_polls >= MIN_PRODUCTIVE_POLLS || self.episode_saved());
+        let paid_off = !self.probe && self.episode_paid_off();
         if ending == Ending::Resample {
             self.est.forget_rate();
         }
@@ -1439,6 +1549,7 @@ impl Policy {
                 probe: false,
             });
         }
+        let mut irqs = 0;
         let backoff = match ending {
             Ending::Capped | Ending::Disabled | Ending::Resample | Ending::Spent => {
                 self.failures = 0;
@@ -1455,50 +1566,48 @@ impl Policy {
                     self.failures = (self.failures + 1).min(MAX_FAILURES);
                 }
                 // What a failed episode cost in interrupts (its polls and the one replayed on
-                // unmask), at most a hundredth of those taken until the next try.
-                let interval = self.est.gap_ns.saturating_mul(self.est.per_irq_x16) / 16;
-                let least = if paid_off {
-                    0
-                } else {
-                    (u64::from(self.episode_polls) + 1)
-                        .saturating_mul(FAILURE_COST_SHARE)
-                        .saturating_mul(interval)
-                };
+                // unmask), a small share of those taken until the next try: counted, as
+                // interrupts come in clumps.
+                if !paid_off {
+                    irqs = (u64::from(self.episode_polls) + 1).saturating_mul(FAILURE_COST_SHARE);
+                }
                 let least = if self.probed && !self.gain {
-                    least.max(
-                        now.saturating_sub(self.episode_start)
-                            .saturating_mul(PROBE_BACKOFF_FACTOR),
-                    )
+                    now.saturating_sub(self.episode_start)
+                        .saturating_mul(PROBE_BACKOFF_FACTOR)
                 } else {
-                    least
+                    0
                 };
                 self.backoff_for(least, behind, p)
             }
         };
         self.enter_backoff(now, backoff);
+        self.backoff_irqs = irqs;
+        self.backoff_irqs_until = now.saturating_add(p.backoff_max_ns);
         Action::StopPolling { ending }
     }
 
-    /// The backoff after an episode that stalled or failed: the first failure waits
-    /// `backoff_us` (at least a few service latencies) times how far `behind` it fell, and at
-    /// least `least`; each further one grows it, up to `backoff_max_us`.
+    /// The backoff after an episode that stalled or failed: `backoff_us` (at least a few
+    /// service latencies) times how far `behind` it fell, grown for each consecutive failure
+    /// after the first, and at least `least` (what the episode's own cost asks for, already in
+    /// proportion to it: not grown); at most `backoff_max_us`.
     fn backoff_for(&self, least: u64, behind: u64, p: &Params) -> u64 {
-        let base = p
+        let mut backoff = p
             .backoff_ns
-            .max(self.est.latency_ns.saturating_mul(BACKOFF_LATENCIES));
-        let mut backoff = base.saturating_mul(behind).max(least);
+            .max(self.est.latency_ns.saturating_mul(BACKOFF_LATENCIES))
+            .saturating_mul(behind);
         for _ in 1..self.failures {
             backoff = backoff.saturating_mul(u64::from(p.backoff_growth));
             if backoff >= p.backoff_max_ns {
                 break;
             }
         }
-        backoff.min(p.backoff_max_ns)
+        backoff.max(least).min(p.backoff_max_ns)
     }
 
     /// Stays on interrupts for `backoff` from `now` without sampling; none: samples at once.
     fn enter_backoff(&mut self, now: u64, backoff: u64) {
         self.backoff_ns = backoff;
+        self.backoff_irqs = 0;
         if backoff == 0 {
             self.restart_sample(now);
         } else {

@@ -20,9 +20,15 @@ pub(crate) fn idle_ns() -> Option<u64> {
     // under its seqcount; a NULL `last_update_time` asks for no update. They may be called from
     // any context but NMI: the writers run on this CPU with interrupts off, so a reader here
     // never interrupts a write in progress.
-    let us = unsafe {
-        bindings::get_cpu_idle_time_us(cpu, core::ptr::null_mut())
-            .saturating_add(bindings::get_cpu_iowait_time_us(cpu, core::ptr::null_mut()))
+    let (idle_us, iowait_us) = unsafe {
+        (
+            bindings::get_cpu_idle_time_us(cpu, core::ptr::null_mut()),
+            bindings::get_cpu_iowait_time_us(cpu, core::ptr::null_mut()),
+        )
     };
-    Some(us.saturating_mul(1000))
+    // Both answer -1 while NOHZ is inactive (`nohz=off`): no precise accounting then either.
+    if idle_us == u64::MAX || iowait_us == u64::MAX {
+        return None;
+    }
+    Some(idle_us.saturating_add(iowait_us).saturating_mul(1000))
 }

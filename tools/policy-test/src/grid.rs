@@ -26,7 +26,7 @@ const LATENCIES: [u64; 6] = [5 * US, 20 * US, 100 * US, 500 * US, MS, 5 * MS];
 const DEPTHS: [u32; 5] = [1, 4, 16, 32, 128];
 
 /// Completions a cell aims at.
-const COMPLETIONS: u64 = 10_000;
+const COMPLETIONS: u64 = 15_000;
 fn completions() -> u64 {
     std::env::var("COMPLETIONS")
         .ok()
@@ -235,7 +235,9 @@ fn evaluate(cell: &Cell, sets: &[Params]) -> Verdict {
         .collect();
     // The first set is adaptive polling off: plain interrupts.
     let plain = &outcomes[0];
-    let cpu_bound = cell.load.closed() && plain.cpu_busy() >= CPU_BOUND;
+    // A steady closed loop: a ramp's steps are shorter than the backoff of a probe that found
+    // no gain at a shallower step (64 times the probe's length).
+    let cpu_bound = cell.load == Load::Steady && plain.cpu_busy() >= CPU_BOUND;
     let ceiling = if cpu_bound {
         polled_ceiling(cell.costs, cell.latency, &phases, plain)
     } else {

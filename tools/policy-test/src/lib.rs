@@ -21,12 +21,20 @@ fn defaults() -> policy::Params {
     policy::Params::from_raw(policy::PARAM_SPECS.map(|s| s.default))
 }
 
-/// The policy's interrupt event on a CPU that is otherwise idle (the unit tests' usual host).
+/// The policy's events on a CPU that is otherwise idle (the unit tests' usual host).
 #[cfg(test)]
 trait IdleCpu {
     fn on_irq_idle(
         &mut self,
         now: u64,
+        reaped: policy::Reaped,
+        inflight: u32,
+        p: &policy::Params,
+    ) -> policy::Action;
+    fn on_timer_idle(
+        &mut self,
+        now: u64,
+        late_ns: u64,
         reaped: policy::Reaped,
         inflight: u32,
         p: &policy::Params,
@@ -43,5 +51,16 @@ impl IdleCpu for policy::Policy {
         p: &policy::Params,
     ) -> policy::Action {
         self.on_irq(now, reaped, inflight, p, || Some(now))
+    }
+
+    fn on_timer_idle(
+        &mut self,
+        now: u64,
+        late_ns: u64,
+        reaped: policy::Reaped,
+        inflight: u32,
+        p: &policy::Params,
+    ) -> policy::Action {
+        self.on_timer(now, late_ns, reaped, inflight, p, || Some(now))
     }
 }

@@ -108,7 +108,7 @@ proptest! {
                 Event::Timer { late, reaped, inflight } => {
                     let Some(wait) = armed_for else { continue };
                     now += wait + late;
-                    match pol.on_timer(now, late, reaped, inflight, &p) {
+                    match pol.on_timer_idle(now, late, reaped, inflight, &p) {
                         Action::Rearm { wait_ns } => {
                             prop_assert!(p.enabled, "kept polling while disabled");
                             prop_assert!(inflight > 0 || reaped.count > 0, "kept polling an idle queue");
@@ -172,7 +172,7 @@ proptest! {
             let Some(wait) = started else { continue };
             now += wait;
             let first = Reaped { count: reaped_in_first_poll, ..Reaped::default() };
-            let a = pol.on_timer(now, 0, first, 64, &p);
+            let a = pol.on_timer_idle(now, 0, first, 64, &p);
             prop_assert!(matches!(a, Action::StopPolling { .. } | Action::Rearm { .. }), "on_timer returned {:?}", a);
             prop_assert!(pol.backoff_ns() <= p.backoff_max_ns);
             if pol.stage() == Stage::Poll {
