@@ -1021,8 +1021,10 @@ impl Transport for Controller {
         self.core().sync_queues();
     }
 
+    /// Follows `nvme_reset_done`: the function-level reset returns once the reset work it
+    /// queued brought the controller back.
     fn reset_done(&self) {
-        if self.core().try_sched_reset().is_err() {
+        if self.core().try_sched_reset().is_ok() {
             self.core().flush_reset();
         }
     }
