@@ -955,15 +955,17 @@ impl Transport for Controller {
     fn remove(&self) {
         let core = self.core();
         core.change_state(State::Deleting);
-        core.unwatch_cpus();
         if !self.pci().is_present() {
             core.change_state(State::Dead);
             self.disable(true);
         }
         core.flush_reset();
         core.stop();
+        // Deleting the disks writes back dirty data, and queues poll meanwhile: CPU hotplug
+        // must still end their episodes before a CPU takes their vectors down.
         core.remove_namespaces();
         self.disable(true);
+        core.unwatch_cpus();
         self.remove_admin();
         self.free_memory();
         *self.stats.lock() = None;
