@@ -127,6 +127,15 @@ impl Controller {
         self.queues.iter().take_while(|q| q.has_rings())
     }
 
+    /// Frees the I/O tag set, after the I/O queues forgot its tags: a completion that still
+    /// came would otherwise look a request up in freed memory.
+    fn remove_io_tag_set(&self) {
+        for q in self.queues.iter().skip(1) {
+            q.set_tags(Tags::none());
+        }
+        self.core().remove_io_tag_set();
+    }
+
     /// Tells nvme-core how many queues have memory.
     fn count_allocated(&self) {
         self.core()
@@ -767,7 +776,7 @@ impl Controller {
             core.mark_namespaces_dead();
             core.unquiesce_io();
             core.remove_namespaces();
-            core.remove_io_tag_set();
+            self.remove_io_tag_set();
         }
         if !core.change_state(State::Live) {
             dev_warn!(core.device(), "failed to mark controller live state\n");
@@ -1297,6 +1306,6 @@ impl Transport for Controller {
 impl PinnedDrop for Controller {
     /// nvme-core's last reference went (`nvme_pci_free_ctrl`).
     fn drop(self: Pin<&mut Self>) {
-        self.hw.core.remove_io_tag_set();
+        self.remove_io_tag_set();
     }
 }
