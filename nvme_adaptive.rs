@@ -272,9 +272,9 @@ impl Controller {
     }
 
     /// Follows `nvme_setup_io_queues`: asks the controller for queues, allocates vectors with
-    /// managed affinity, creates the queues (fewer if that is what works). On probe, `dev`
-    /// allocates the rings; a reset reuses them.
-    fn setup_io_queues(&self, dev: Option<&Device<Bound>>) -> Result {
+    /// managed affinity, creates the queues (fewer if that is what works). Queues without rings
+    /// (at probe, or freed when a reset left fewer) get them on `dev`.
+    fn setup_io_queues(&self, dev: &Device<Bound>) -> Result {
         let (core, pci) = (self.core(), self.pci());
         let admin = self.admin();
         let mut poll = params::poll_queues();
@@ -346,9 +346,9 @@ impl Controller {
         }
     }
 
-    /// Follows `nvme_create_io_queues`: allocates rings (on probe) and creates the queues the
+    /// Follows `nvme_create_io_queues`: allocates the rings missing and creates the queues the
     /// controller accepts. A failed Create command leaves fewer queues, not an error.
-    fn create_io_queues(&self, dev: Option<&Device<Bound>>) -> Result {
+    fn create_io_queues(&self, dev: &Device<Bound>) -> Result {
         let (max_qid, depth) = {
             let st = self.dev.lock();
             (st.max_qid as usize, st.depth)
@@ -356,11 +356,8 @@ impl Controller {
         let wide = self.core().has_quirk(Quirk::Sqes128Bytes);
         let mut allocated = 0;
         for (qid, q) in self.queues.iter().enumerate().skip(1).take(max_qid) {
-            if !q.has_rings() {
-                match dev {
-                    Some(dev) if q.alloc_rings(dev, depth, wide).is_ok() => {}
-                    _ => break,
-                }
+            if !q.has_rings() && q.alloc_rings(dev, depth, wide).is_err() {
+                break;
             }
             allocated = qid;
         }
@@ -558,8 +555,8 @@ impl Controller {
     }
 
     /// Follows `nvme_dbbuf_dma_alloc`: shadow doorbells where the controller offers them
-    /// (allocated on probe, cleared on reset).
-    fn prepare_shadow(&self, dev: Option<&Device<Bound>>) {
+    /// (allocated once, cleared on every reset).
+    fn prepare_shadow(&self, dev: &Device<Bound>) {
         let core = self.core();
         if !core.supports_dbbuf() {
             return;
@@ -569,9 +566,6 @@ impl Controller {
             s.clear();
             return;
         }
-        let Some(dev) = dev else {
-            return;
-        };
         match ShadowDoorbells::new(dev, self.queues.len() as u32, st.stride)
             .and_then(|s| Arc::new(s, GFP_KERNEL).map_err(Into::into))
         {
@@ -664,8 +658,8 @@ impl Controller {
         }
         core.init_finish(false)?;
         self.after_identify();
-        self.prepare_shadow(Some(dev));
-        self.setup_io_queues(Some(dev))?;
+        self.prepare_shadow(dev);
+        self.setup_io_queues(dev)?;
         if self.online() > 1 {
             core.alloc_io_tag_set::<Self>(self.nr_maps())?;
             self.enable_shadow();
@@ -734,7 +728,7 @@ impl Controller {
         core.change_state(State::Dead);
     }
 
-    fn reset(&self) -> Result {
+    fn reset(&self, dev: &Device<Bound>) -> Result {
         let core = self.core();
         let was_suspended = core.was_shut_down();
         if core.state() != State::Resetting {
@@ -761,8 +755,8 @@ impl Controller {
         }
         core.init_finish(was_suspended)?;
         self.after_identify();
-        self.prepare_shadow(None);
-        self.setup_io_queues(None)?;
+        self.prepare_shadow(dev);
+        self.setup_io_queues(dev)?;
         if self.online() > 1 {
             self.enable_shadow();
             core.unquiesce_io();
@@ -885,6 +879,10 @@ impl Transport for Controller {
 
     fn core(&self) -> Ctrl {
         self.hw.core
+    }
+
+    fn function(&self) -> &Function {
+        self.pci()
     }
 
     /// Follows the first half of `nvme_pci_alloc_dev` and `nvme_dev_map`: the transport's
@@ -1111,8 +1109,8 @@ impl Transport for Controller {
     }
 
     /// Follows `nvme_reset_work`.
-    fn reset_work(&self) {
-        if let Err(e) = self.reset() {
+    fn reset_work(&self, dev: &Device<Bound>) {
+        if let Err(e) = self.reset(dev) {
             self.give_up(e);
         }
     }

@@ -194,7 +194,12 @@ forward!(simple_resume() -> c_int => |t| from_result(|| t.simple_resume().map(|(
 forward!(submit_async_event() -> () => |t| t.submit_async_event());
 forward!(subsystem_reset() -> c_int => |t| from_result(|| t.subsystem_reset().map(|()| 0)));
 forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admin) as c_ulong);
-forward!(reset_work() -> () => |t| t.reset_work());
+forward!(reset_work() -> () => |t| {
+    // SAFETY: nvme-core runs reset work only while the driver is bound: `remove` moves the
+    // controller to DELETING, after which no reset is queued, and flushes the work before the
+    // driver unbinds.
+    t.reset_work(unsafe { t.function().as_bound() })
+});
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
 // The controller may have stopped waiting for the command (a timeout), but the transport
 // lives until `free_ctrl`, after nvme-core's last reference, which teardown drops only after

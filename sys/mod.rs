@@ -34,6 +34,8 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
 
     /// The nvme-core controller this transport serves.
     fn core(&self) -> nvme::Ctrl;
+    /// The PCI function it drives.
+    fn function(&self) -> &pci::Function;
     /// Makes the transport state of a controller being probed, before nvme-core knows it.
     fn new(
         pdev: &PciDevice<Core<'_>>,
@@ -62,7 +64,8 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     fn submit_async_event(&self);
     fn subsystem_reset(&self) -> Result;
     fn virt_boundary(&self, is_admin: bool) -> u64;
-    fn reset_work(&self);
+    /// nvme-core's reset work, on the function the driver is bound to (`dev`).
+    fn reset_work(&self, dev: &kernel::device::Device<kernel::device::Bound>);
     /// The queue serving hardware queue `qid` (0: admin), which blk-mq is setting up.
     fn queue(&self, qid: u32, tags: blk::Tags<Self::Iod>) -> Option<&Self::Queue>;
     fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);

@@ -9,7 +9,7 @@
 
 use kernel::{
     bindings,
-    device::Core,
+    device::{Bound, Core, Device},
     error::to_result,
     io::Io,
     pci::{Bar, Device as PciDevice, DevresBar},
@@ -87,6 +87,17 @@ impl Function {
     pub(crate) fn new(pdev: &PciDevice<Core<'_>>) -> Self {
         let pdev: &PciDevice = pdev;
         Self(pdev.into())
+    }
+
+    /// The function as a device the driver is bound to, for allocations that need one.
+    ///
+    /// # Safety
+    ///
+    /// The driver is bound to the function, and stays bound for the returned lifetime.
+    pub(super) unsafe fn as_bound(&self) -> &Device<Bound> {
+        let dev: &Device = self.0.as_ref();
+        // SAFETY: the caller's promise.
+        unsafe { dev.as_bound() }
     }
 
     pub(super) fn raw(&self) -> *mut bindings::pci_dev {
