@@ -575,7 +575,8 @@ impl Controller {
     }
 
     /// Follows `nvme_dbbuf_set`: tells the controller where the shadow doorbells are; without
-    /// them if it refuses.
+    /// them if it refuses. The buffers stay allocated, so that the next reset offers them
+    /// again (`pci.c` frees them, and its reset allocates them anew).
     fn enable_shadow(&self) {
         let Some(shadow) = self.dev.lock().shadow.clone() else {
             return;
@@ -584,8 +585,6 @@ impl Controller {
         let cmd = Command::doorbell_buffer_config(values, events);
         if !matches!(self.core().submit_sync(&cmd), Ok(0)) {
             dev_warn!(self.core().device(), "unable to set dbbuf\n");
-            let mut st = self.dev.lock();
-            st.shadow = None;
             for q in self.allocated().skip(1) {
                 q.drop_shadow();
             }
