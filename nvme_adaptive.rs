@@ -1095,7 +1095,9 @@ impl Transport for Controller {
         if !core.change_state(State::Resetting) {
             return Err(EBUSY);
         }
-        self.hw.regs.write32(regs::NSSR, regs::NSSR_RESET)?;
+        // A failed write means the BAR is going away; the state changes below still leave the
+        // controller where `pci.c` leaves it, not stuck resetting.
+        let _ = self.hw.regs.write32(regs::NSSR, regs::NSSR_RESET);
         if core.change_state(State::Connecting) && core.change_state(State::Live) {
             // Flushes the write and makes the link error show.
             let _ = self.hw.regs.read32(regs::CSTS);
