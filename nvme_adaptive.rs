@@ -1152,7 +1152,7 @@ impl Transport for Controller {
     }
 
     fn abort_done(&self, status: u16) {
-        dev_warn!(self.core().device(), "Abort status: {:#x}", status);
+        dev_warn!(self.core().device(), "Abort status: {:#x}\n", status);
         self.core().abort_limit_put();
     }
 
