@@ -648,7 +648,7 @@ void nva_complete_rq(struct request *rq)
 /* The tail is read only while the tracepoint is on (the compiler sinks the load into it). */
 nva_io_path void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail)
 {
-	trace_nvme_sq(rq, (__force __le16)sq_head, (u16)READ_ONCE(*sq_tail));
+	trace_nvme_sq(rq, cpu_to_le16(sq_head), (u16)READ_ONCE(*sq_tail));
 }
 
 nva_io_path struct request *nva_rq_list_pop(struct rq_list *list)
