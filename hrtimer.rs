@@ -46,13 +46,13 @@ impl Expiry for Queue {
             Action::StopPolling { ending } => {
                 stats.count_ending(ending);
                 stats.masked.set(0);
-                drop(cq);
+                // Under the CQ lock, which `free_irq` takes before it lets the line go: never
+                // the unmask of a freed line.
                 if let Some(irq) = self.own_irq() {
                     irq.unmask();
                 }
                 // A completion that landed between the reap above and the unmask would
                 // otherwise wait for the interrupt the controller replays on unmask.
-                let mut cq = self.lock_cq();
                 let late = self.reap(&mut cq, &mut batch.batch());
                 stats.count_timer_reap(&mut cq.tallies, late);
             }
@@ -92,14 +92,15 @@ impl Queue {
         let mut cq = self.lock_cq();
         let was_polling = cq.adaptive.policy.abort_polling();
         self.publish(&mut cq.adaptive.policy);
-        drop(cq);
         if was_polling {
             self.stats.masked.set(0);
             self.stats.ended_disabled.add(1);
+            // Under the CQ lock, as in the timer's own ending.
             if let Some(irq) = self.own_irq() {
                 irq.unmask();
             }
         }
+        drop(cq);
         if let Some(irq) = self.irq() {
             irq.synchronize();
         }

@@ -445,7 +445,11 @@ impl Queue {
     /// Frees the interrupt (after adaptive polling let go of it).
     pub(crate) fn free_irq(&self) {
         self.sq.lock().owns_vector = false;
+        // Under the CQ lock, under which an episode's end unmasks the vector: an ending that
+        // raced with this one either unmasked already or finds no vector to unmask.
+        let cq = self.lock_cq();
         self.own_irq.store(0, Relaxed);
+        drop(cq);
         self.wakeups.line().free();
     }
 
