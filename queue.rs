@@ -516,10 +516,14 @@ impl Queue {
         if let Err(status) = self.prep(&mut rq) {
             return Err(rq.reject(status));
         }
-        self.submit_request(rq, last).map_err(|mut rq| {
+        // A started request the ring cannot take (the queue lost its rings since the check
+        // above) goes back through nvme-core, as in `submit_list`: blk-mq ending it would skip
+        // nvme-core's completion (multipath's count of active requests).
+        if let Err(mut rq) = self.submit_request(rq, last) {
             self.unprep(&mut rq);
-            rq.reject(Status::ioerr())
-        })
+            rq.fail_host_path();
+        }
+        Ok(())
     }
 
     /// Builds and maps a request's command and starts the request (`nvme_prep_rq`).
