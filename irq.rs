@@ -4,20 +4,23 @@
 //! vector, lets the policy decide whether completions are dense enough to mask the vector and
 //! poll from the queue's timer instead (`hrtimer.rs`).
 
-use kernel::interrupt::LocalInterruptDisabled;
-
 use crate::{
     params,
     policy::Action,
     queue::Queue,
-    sys::{blk::OwnedBatch, cpu, hrtimer::HasPollTimer, irq::Handler},
+    sys::{
+        blk::OwnedBatch,
+        cpu,
+        hrtimer::HasPollTimer,
+        irq::{Handler, HandlerContext},
+    },
 };
 
 impl Handler for Queue {
-    fn handle(&self, irqs_off: &LocalInterruptDisabled) -> bool {
+    fn handle(&self, ctx: &HandlerContext<'_>) -> bool {
         // Declared first, so that it ends its requests after the CQ lock is dropped.
         let mut batch = OwnedBatch::new();
-        let mut cq = self.lock_cq_in_irq(irqs_off);
+        let mut cq = self.lock_cq_in_irq(ctx);
         let reaped = self.reap(&mut cq, &mut batch.batch());
         self.stats.count_irq(&mut cq.tallies, reaped);
         // With adaptive polling off this is the plain interrupt path: one parameter load, no

@@ -7,10 +7,10 @@
 //!
 //! The interrupt handler and the poll timer of an I/O queue live in `irq.rs` and `hrtimer.rs`.
 
+use core::ops::DerefMut;
 use kernel::{
     device::{Bound, Device},
     dma::{Coherent, CoherentView},
-    interrupt::LocalInterruptDisabled,
     io::{io_project, io_read, io_write, Io},
     new_spinlock, new_spinlock_irq,
     prelude::*,
@@ -18,10 +18,7 @@ use kernel::{
     sync::{
         atomic::{Atomic, Relaxed},
         barrier::{dma_mb, mb, Full, Read, Write},
-        lock::{
-            spinlock::{SpinLockBackend, SpinLockIrqBackend},
-            Guard,
-        },
+        lock::{spinlock::SpinLockIrqBackend, Guard},
         Arc, SpinLock, SpinLockIrq,
     },
 };
@@ -36,7 +33,7 @@ use crate::{
     sys::{
         blk::{self, Batch, LocalRqList, Rejected, Request, Status, Tags},
         dma::Unbindable,
-        irq::{Irq, IrqAndTimer, LineSlot},
+        irq::{HandlerContext, Irq, IrqAndTimer, LineSlot},
         nvme::{self, Ctrl},
         pci::{Function, Regs},
         sync::Waiter,
@@ -744,12 +741,12 @@ impl Queue {
         self.cq.lock()
     }
 
-    /// Takes the CQ lock where interrupts are already off (hard IRQ).
+    /// Takes the CQ lock in the queue's interrupt handler.
     pub(crate) fn lock_cq_in_irq<'a>(
         &'a self,
-        irqs_off: &'a LocalInterruptDisabled,
-    ) -> Guard<'a, Cq, SpinLockBackend> {
-        self.cq.lock_with(irqs_off)
+        ctx: &HandlerContext<'a>,
+    ) -> impl DerefMut<Target = Cq> + 'a {
+        ctx.lock(&self.cq)
     }
 
     /// The entry at `head`, projected once for its status and then the rest (each projection

@@ -7,19 +7,45 @@
 //! this file wraps `request_irq`/`free_irq` and the masking calls itself. A line lives in a
 //! [`LineSlot`] inside its handler, so that it cannot outlive it.
 
-use core::{ffi::c_void, ptr::NonNull};
+use core::{ffi::c_void, marker::PhantomData, ops::DerefMut, ptr::NonNull};
 use kernel::{
-    bindings, error::to_result, interrupt::LocalInterruptDisabled, new_mutex, prelude::*,
-    str::CString, sync::Mutex,
+    bindings,
+    error::to_result,
+    new_mutex,
+    prelude::*,
+    str::CString,
+    sync::{Mutex, SpinLockIrq},
 };
 
 use super::hrtimer::{HasPollTimer, PollTimer};
 
 /// Something that handles a hard interrupt.
 pub(crate) trait Handler: Sync {
-    /// Runs in hard-IRQ context with local interrupts off. Returns whether the device had
-    /// anything for us (`IRQ_NONE` feeds the kernel's stuck-interrupt detector).
-    fn handle(&self, irqs_off: &LocalInterruptDisabled) -> bool;
+    /// Runs in the context `ctx` describes. Returns whether the device had anything for us
+    /// (`IRQ_NONE` feeds the kernel's stuck-interrupt detector).
+    fn handle(&self, ctx: &HandlerContext<'_>) -> bool;
+}
+
+/// Where a handler runs: with local interrupts off (hard-IRQ context, or a thread `threadirqs`
+/// forced it into), or on PREEMPT_RT in the thread every handler is forced into, with them on.
+pub(crate) struct HandlerContext<'a> {
+    #[cfg(not(CONFIG_PREEMPT_RT))]
+    irqs_off: &'a kernel::interrupt::LocalInterruptDisabled,
+    _context: PhantomData<&'a ()>,
+}
+
+impl<'a> HandlerContext<'a> {
+    /// Takes `lock` the way that is right here: without touching the interrupt state where
+    /// interrupts are off already.
+    pub(crate) fn lock<T: Unpin + 'a>(
+        &self,
+        lock: &'a SpinLockIrq<T>,
+    ) -> impl DerefMut<Target = T> + 'a {
+        #[cfg(not(CONFIG_PREEMPT_RT))]
+        return lock.lock_with(self.irqs_off);
+        #[cfg(CONFIG_PREEMPT_RT)]
+        return lock.lock();
+    }
 }
 
 /// A Linux interrupt number of one of our vectors.
@@ -194,9 +220,17 @@ unsafe extern "C" fn trampoline<H: Handler>(
     // SAFETY: `cookie` is the handler that owns the line (`HasIrqLine`), valid until
     // `free_irq`, which its drop calls first.
     let handler = unsafe { &*cookie.cast::<H>() };
-    // SAFETY: hard-IRQ handlers run with local interrupts disabled.
-    let irqs_off = unsafe { LocalInterruptDisabled::assume_disabled() };
-    if handler.handle(irqs_off) {
+    #[cfg(not(CONFIG_PREEMPT_RT))]
+    // SAFETY: without PREEMPT_RT a handler runs with local interrupts disabled: in hard-IRQ
+    // context, or in the thread `threadirqs` forces it into, where `irq_forced_thread_fn`
+    // disables them around it. The token lives only for this call.
+    let irqs_off = unsafe { kernel::interrupt::LocalInterruptDisabled::assume_disabled() };
+    let ctx = HandlerContext {
+        #[cfg(not(CONFIG_PREEMPT_RT))]
+        irqs_off,
+        _context: PhantomData,
+    };
+    if handler.handle(&ctx) {
         bindings::irqreturn::IRQ_HANDLED
     } else {
         bindings::irqreturn::IRQ_NONE
