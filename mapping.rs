@@ -365,9 +365,12 @@ impl Walk<'_> {
         }
     }
 
-    fn take(&mut self, len: u32) {
+    /// Uses `len` bytes of the current segment; an error if it is shorter (the block layer
+    /// broke the queue's limits: the request fails rather than the kernel).
+    fn take(&mut self, len: u32) -> Result<(), Status> {
+        self.seg.len = self.seg.len.checked_sub(len).ok_or_else(Status::ioerr)?;
         self.seg.addr += u64::from(len);
-        self.seg.len -= len;
+        Ok(())
     }
 }
 
@@ -414,8 +417,8 @@ fn prp_entries(
     // PRP1 points to the start of the data, the only entry that may be unaligned.
     let prp1 = walk.seg.addr;
     let len = length.min(PAGE - (prp1 as u32 & (PAGE - 1)));
+    walk.take(len)?;
     *total += len as usize;
-    walk.take(len);
     length -= len;
     if length == 0 {
         return Ok((prp1, 0));
@@ -437,11 +440,8 @@ fn prp_entries(
         descriptors.block(page)?.set(i, addr);
         i += 1;
         let len = length.min(PAGE);
-        if walk.seg.len < len {
-            return Err(Status::ioerr());
-        }
+        walk.take(len)?;
         *total += len as usize;
-        walk.take(len);
         length -= len;
         if length == 0 {
             return Ok((prp1, prp2));
