@@ -499,16 +499,28 @@ fn sgl_entries(
     descriptors: &mut Descriptors,
     total: &mut usize,
 ) -> Result<(), Status> {
+    // Unmapping reads back what the command's SGL lists, so it lists exactly the segments
+    // mapped so far on every way out, an error's too: a stale pointer would unmap another
+    // request's data.
     let small = entries as usize <= SMALL_BLOCK / 16;
-    let list = descriptors.alloc(pools, small)?;
+    let list = match descriptors.alloc(pools, small) {
+        Ok(list) => list,
+        Err(e) => {
+            rq.command()
+                .set_sgl(SglDescriptor::data(first.addr, first.len));
+            return Err(e);
+        }
+    };
     let list_dma = list.dma();
     let mut seg = first;
     let mut mapped = 0u32;
     // The first segment is counted by the caller.
     *total = 0;
-    loop {
+    let outcome = loop {
         if mapped == entries {
-            return Err(Status::ioerr());
+            // More segments than the block layer said (it cannot happen): this one has no place
+            // in the list, and stays mapped rather than be unmapped outside its IOVA range.
+            break Err(Status::ioerr());
         }
         let words = SglDescriptor::data(seg.addr, seg.len).words();
         list.set(2 * mapped as usize, u64::from_le(words[0]));
@@ -517,17 +529,13 @@ fn sgl_entries(
         *total += seg.len as usize;
         match rq.map_data_next(f) {
             Step::Segment(s) => seg = s,
-            Step::Done => break,
-            Step::Failed(e) => {
-                rq.command()
-                    .set_sgl(SglDescriptor::last_segment(list_dma, mapped));
-                return Err(e);
-            }
+            Step::Done => break Ok(()),
+            Step::Failed(e) => break Err(e),
         }
-    }
+    };
     rq.command()
         .set_sgl(SglDescriptor::last_segment(list_dma, mapped));
-    Ok(())
+    outcome
 }
 
 fn map_meta(
@@ -597,11 +605,13 @@ fn map_meta_iter(
         let mut i = 0usize;
         total = 0;
         loop {
-            i += 1;
-            if i > MAX_META_SEGMENTS as usize {
+            if i == MAX_META_SEGMENTS as usize {
+                // Beyond the limit the queue advertised (it cannot happen): the head lists
+                // only the segments written, and this one stays mapped.
                 outcome = Err(Status::ioerr());
                 break;
             }
+            i += 1;
             set_sgl(&mut block, i, SglDescriptor::data(seg.addr, seg.len));
             total += seg.len as usize;
             match rq.map_meta_next(f) {
