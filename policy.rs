@@ -1555,7 +1555,12 @@ impl Policy {
                 self.failures = 0;
                 0
             }
-            Ending::Idle if paid_off => {
+            // The load drained, or thinned out or paused after polls that paid: a fresh sample
+            // on interrupts tells which, at no more than a sample's cost. (A gain lost is a
+            // failed probe, however much its polls reaped.)
+            Ending::Idle | Ending::Stalled
+                if paid_off && (ending == Ending::Idle || !self.probed) =>
+            {
                 self.failures = 0;
                 0
             }

@@ -633,15 +633,14 @@ fn an_idle_queue_forgets_its_failed_episodes() {
 }
 
 #[test]
-fn a_backoff_after_a_long_episode_is_not_idle() {
+fn a_stall_after_polls_that_paid_samples_again_at_once() {
     let (mut pol, now) = polling();
-    // Polls for longer than the idle gap, at interrupts' rate: no interrupt meanwhile, yet the
-    // queue was busy.
+    // Polls for longer than the idle gap, climbing toward the budget's wait: they reap more
+    // than interrupts would have for as many interrupts. Then the load pauses.
     let now = keep_up(&mut pol, now, 400);
-    let t = stall(&mut pol, now, 30);
-    assert_eq!(pol.stage(), Stage::Backoff);
-    // The interrupts that come during the backoff do not end it.
-    busy_backoff(&mut pol, t);
+    stall(&mut pol, now, 30);
+    assert_eq!(pol.stage(), Stage::Sample);
+    assert_eq!((pol.backoff_ns(), pol.failures()), (0, 0));
 }
 
 #[test]
@@ -871,7 +870,7 @@ fn paced_by_the_cpu_an_episode_no_faster_than_interrupts_loses_the_gain() {
     let (mut pol, now) = paced_by_cpu();
     // The rate falls below interrupts' (the CPU no longer sets the pace): after a few windows
     // no faster, the queue backs off as from a failed probe.
-    let (_, action) = poll_at_rate(&mut pol, now, 1_000, 1_050, CPU_LATENCY);
+    let (t, action) = poll_at_rate(&mut pol, now, 1_000, 1_050, CPU_LATENCY);
     assert_eq!(
         action,
         Action::StopPolling {
@@ -880,6 +879,9 @@ fn paced_by_the_cpu_an_episode_no_faster_than_interrupts_loses_the_gain() {
     );
     assert!(!pol.paced_by_cpu());
     assert_eq!(pol.stage(), Stage::Backoff);
+    // However much its polls reaped, and however long it polled without an interrupt: the
+    // interrupts that come during the backoff do not end it.
+    busy_backoff(&mut pol, t);
 }
 
 #[test]
