@@ -33,9 +33,17 @@ quiet_cmd_nvme_pci_ids = GEN     $@
 $(obj)/nvme_pci_ids.h: $(nvme_host)/pci.c FORCE
 	$(call if_changed,nvme_pci_ids)
 
-targets += nvme_pci_ids.h
+# The rest of its quirks: the quirks= and noacpi parameters and the DMI quirks
+# (sys/nvme_pci_quirks.awk), so that a controller gets exactly the stock driver's.
+quiet_cmd_nvme_pci_quirks = GEN     $@
+      cmd_nvme_pci_quirks = awk -f $(src)/sys/nvme_pci_quirks.awk $< > $@
+
+$(obj)/nvme_pci_quirks.h: $(nvme_host)/pci.c $(src)/sys/nvme_pci_quirks.awk FORCE
+	$(call if_changed,nvme_pci_quirks)
+
+targets += nvme_pci_ids.h nvme_pci_quirks.h
 # make clean reads this file without the kernel's configuration, so the bitcode is listed here.
-clean-files += nvme_pci_ids.h nvme_adaptive_main.bc nvme_adaptive_main.m.bc sys/glue.bc \
+clean-files += nvme_pci_ids.h nvme_pci_quirks.h nvme_adaptive_main.bc nvme_adaptive_main.m.bc sys/glue.bc \
 	       rust_helpers.bc
 
 # Where rustc's LLVM is Clang's and the kernel is not LTO-built, the C that the Rust code calls on
@@ -74,7 +82,7 @@ quiet_cmd_cc_bc_c = CC [M]  $@
 $(addprefix $(obj)/,$(bitcode)): private part-of-module := y
 $(addprefix $(obj)/,$(bitcode)): private modname := nvme_adaptive
 
-$(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h FORCE
+$(obj)/sys/glue.bc: $(src)/sys/glue.c $(obj)/nvme_pci_ids.h $(obj)/nvme_pci_quirks.h FORCE
 	$(call if_changed_dep,cc_bc_c)
 
 targets += $(bitcode)
@@ -101,7 +109,7 @@ else
 
 nvme_adaptive-y := nvme_adaptive_main.o sys/glue.o
 
-$(obj)/sys/glue.o: $(obj)/nvme_pci_ids.h
+$(obj)/sys/glue.o: $(obj)/nvme_pci_ids.h $(obj)/nvme_pci_quirks.h
 
 endif
 

@@ -9,12 +9,14 @@
  * The entries named nva_rust_* are implemented in Rust (sys/entry.rs).
  */
 
+#include <linux/acpi.h>
 #include <linux/blk-integrity.h>
 #include <linux/blk-mq-dma.h>
 #include <linux/blk-mq.h>
 #include <linux/completion.h>
 #include <linux/cpuhotplug.h>
 #include <linux/dma-mapping.h>
+#include <linux/dmi.h>
 #include <linux/dmapool.h>
 #include <linux/interrupt.h>
 #include <linux/mempool.h>
@@ -1402,12 +1404,28 @@ static const struct pci_device_id nva_quirk_table[] = {
 #include "nvme_pci_ids.h"
 };
 
-/* The stock driver's quirks for @pdev. */
-static unsigned long nva_table_quirks(struct pci_dev *pdev)
+/* Its quirks= and noacpi parameters and DMI quirks, from the same pci.c. */
+#include "nvme_pci_quirks.h"
+
+/* The stock driver's quirks for @pdev, as nvme_pci_alloc_dev computes them. */
+static unsigned long nva_pci_quirks(struct pci_dev *pdev)
 {
 	const struct pci_device_id *id = pci_match_id(nva_quirk_table, pdev);
+	unsigned long quirks = id ? id->driver_data : 0;
+	struct quirk_entry *qentry;
 
-	return id ? id->driver_data : 0;
+	quirks |= check_vendor_combination_bug(pdev);
+	if (!noacpi && !(quirks & NVME_QUIRK_FORCE_NO_SIMPLE_SUSPEND) &&
+	    acpi_storage_d3(&pdev->dev)) {
+		dev_info(&pdev->dev, "platform quirk: setting simple suspend\n");
+		quirks |= NVME_QUIRK_SIMPLE_SUSPEND;
+	}
+	qentry = detect_dynamic_quirks(pdev);
+	if (qentry) {
+		quirks |= qentry->enabled_quirks;
+		quirks &= ~qentry->disabled_quirks;
+	}
+	return quirks;
 }
 
 static void *transport_of(struct pci_dev *pdev)
@@ -1417,7 +1435,7 @@ static void *transport_of(struct pci_dev *pdev)
 
 static int nva_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
-	return nva_rust_probe(pdev, nva_table_quirks(pdev));
+	return nva_rust_probe(pdev, nva_pci_quirks(pdev));
 }
 
 static void nva_pci_remove(struct pci_dev *pdev)
@@ -1518,4 +1536,5 @@ int nva_register_driver(void)
 void nva_unregister_driver(void)
 {
 	pci_unregister_driver(&nva_pci_driver);
+	kfree(nvme_pci_quirk_list);
 }

@@ -26,6 +26,8 @@ controller_view() {
         jq -r '"vid \(.vid)", "sn \(.sn)", "mn \(.mn)", "fr \(.fr)", "mdts \(.mdts)", "nn \(.nn)",
             "oncs \(.oncs)", "vwc \(.vwc)", "sqes \(.sqes)", "cqes \(.cqes)"' || fail "nvme id-ctrl failed on $ctrl"
     nvme show-regs "/dev/$ctrl" | awk '$1 == "cap" { print "cap", $3 }'
+    # The quirks the driver gave nvme-core (QEMU's controller: its ID table's bogus_nid).
+    echo "quirks $(xargs <"/sys/class/nvme/$ctrl/quirks")"
 }
 
 record_stock_view() {
@@ -43,6 +45,26 @@ view_matches_stock() {
     controller_view >/tmp/our_view || return 1
     d=$(diff /tmp/stock_view /tmp/our_view) || fail "differs from the stock driver's view: $(echo "$d" | tr '\n' ' ')"
     echo "$(wc -l </tmp/our_view) fields as under stock"
+}
+
+# quirks=VID:DID:names, as pci.c parses it: an unknown name fails insmod; a known one is added to
+# the controller's quirks, and ^name removes one its ID table gave (QEMU's: bogus_nid).
+quirks_param() {
+    ! load_adaptive quirks=1b36:0010:no_such_quirk 2>/dev/null || fail "insmod accepted quirks=1b36:0010:no_such_quirk"
+    load_adaptive quirks=1b36:0010:no_deepest_ps,^bogus_nid ||
+        fail "insmod refused quirks=1b36:0010:no_deepest_ps,^bogus_nid"
+    nvme-bind "$CTRL_NULL" nvme_adaptive >/dev/null || fail "bind failed"
+    ctrl=$(ctrl_of "$CTRL_NULL") || fail "no controller for $CTRL_NULL"
+    have=$(xargs <"/sys/class/nvme/$ctrl/quirks")
+    nvme-bind "$CTRL_NULL" nvme >/dev/null || fail "unbind to stock failed"
+    unload_adaptive || fail "rmmod failed"
+    grep -qw bogus_nid /tmp/stock_view || fail "the stock driver's quirks lack bogus_nid: $(grep ^quirks /tmp/stock_view)"
+    want=$(grep ^quirks /tmp/stock_view | cut -d' ' -f2- | tr ' ' '\n' | grep -vx bogus_nid)
+    for q in $want no_deepest_ps; do
+        echo " $have " | grep -q " $q " || fail "quirks show '$have', without $q"
+    done
+    ! echo " $have " | grep -q " bogus_nid " || fail "quirks show '$have': ^bogus_nid did not remove it"
+    echo "$have"
 }
 
 stock_reads_a_block() {
@@ -109,6 +131,7 @@ check bound-to-adaptive bound_to_adaptive
 check view-matches-stock view_matches_stock
 check unbind-to-stock nvme-bind "$CTRL_NULL" nvme
 check rmmod unload_adaptive
+check quirks-param quirks_param
 check stock-reads-again stock_reads_a_block
 check reload load_adaptive
 check refuses-mounted refuses_mounted
