@@ -66,6 +66,38 @@ works_after_reset() {
         --bs=4k --iodepth=32 --size=8m --verify=crc32c --do_verify=1
 }
 
+no_disk_of() {
+    ! disk_of "$@"
+}
+
+# A reset in which every Create I/O Completion Queue fails (nvme-core's fault injection on the
+# admin queue) loses the I/O queues: the disks go, the controller stays live. The next reset,
+# without the failures, brings the queues and the disks back, and they work.
+lost_queues_come_back() {
+    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk"
+    ctrl=$(ctrl_of "$CTRL_FILE" "$disk") || fail "no controller name"
+    fi=/sys/kernel/debug/$ctrl/fault_inject
+    [ -d "$fi" ] || fail "no $fi (CONFIG_FAULT_INJECTION_DEBUG_FS)"
+    echo 0 >$fi/verbose
+    echo 5 >$fi/opcode
+    echo 100 >$fi/probability
+    echo -1 >$fi/times
+    lost=$(dmesg_count "$ctrl: IO queues lost")
+    echo 1 >"/sys/class/nvme/$ctrl/reset_controller"
+    wait_for 60 sh -c "[ \$(cat /sys/class/nvme/$ctrl/state) = live ]"
+    state=$(cat "/sys/class/nvme/$ctrl/state")
+    echo 0 >$fi/probability
+    [ "$state" = live ] || fail "$ctrl $state after the reset that lost its queues"
+    [ "$(dmesg_count "$ctrl: IO queues lost")" -gt "$lost" ] || fail "no \"IO queues lost\" after failing every Create I/O CQ"
+    wait_for 60 no_disk_of "$CTRL_FILE" 1 || fail "disk still there without I/O queues"
+    echo 1 >"/sys/class/nvme/$ctrl/reset_controller"
+    wait_for 60 disk_of "$CTRL_FILE" 1 || fail "no disk after the reset that should recover the queues"
+    disk=$(disk_of "$CTRL_FILE" 1)
+    run_fio --name=after-lost --filename="/dev/$disk" --direct=1 --ioengine=io_uring --rw=randwrite \
+        --bs=4k --iodepth=32 --size=8m --verify=crc32c --do_verify=1 || return 1
+    echo "$(grep -c "${ctrl}q[1-9]" /proc/interrupts) I/O vectors back"
+}
+
 # Sets (1) or clears (0) the memory-space enable bit of a device's PCI command register. Cleared,
 # the controller no longer answers: QEMU drops doorbell writes and register reads return zero.
 set_memory_space() {
@@ -163,5 +195,6 @@ check accepts-valid accepted_at_load
 check runtime-writes runtime_writes
 check lost-completion-recovers lost_completion_recovers
 check works-after-reset works_after_reset
+check lost-queues-come-back lost_queues_come_back
 check poll-queue-hipri poll_queue_serves_hipri
 check dead-controller-fails-io dead_controller_fails_io
