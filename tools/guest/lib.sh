@@ -465,6 +465,11 @@ slow() {
     SLOW_CTRL=$(ctrl_of "$CTRL_SLOW" "$SLOW_DISK") || fail "no controller name for $CTRL_SLOW"
     [ -d "$STATS/$SLOW_CTRL" ] || fail "no statistics for $SLOW_CTRL"
 }
+nullctl() {
+    NULL_DISK=$(disk_of "$CTRL_NULL" 1) || fail "no disk on the null controller"
+    NULL_CTRL=$(ctrl_of "$CTRL_NULL" "$NULL_DISK") || fail "no controller name for $CTRL_NULL"
+    [ -d "$STATS/$NULL_CTRL" ] || fail "no statistics for $NULL_CTRL"
+}
 lat() {
     LAT_DISK=$(disk_of "$CTRL_LAT" 1) || fail "no disk on the 20 ms controller"
     LAT_CTRL=$(ctrl_of "$CTRL_LAT" "$LAT_DISK") || fail "no controller name for $CTRL_LAT"
