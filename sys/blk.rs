@@ -299,8 +299,9 @@ impl<P: Default> Request<P> {
         let Some(iob) = batch.raw() else {
             return Some(self);
         };
-        // SAFETY: the request is completed and live, its data unmapped (the caller's part of
-        // the contract: a mapping left behind leaks, nothing worse); the batch is valid.
+        // SAFETY: the request is completed and live; the batch is valid. Its data must be
+        // unmapped before: a mapping left behind lets the device write memory the block layer
+        // reuses (a bounce buffer under swiotlb). The caller's part, not typed yet (design.rst).
         if unsafe { ffi::nva_add_to_batch(self.raw(), iob) } {
             None
         } else {
