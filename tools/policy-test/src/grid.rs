@@ -499,11 +499,9 @@ fn defaults_keep_iops_bound_latency_and_save_interrupts_in_every_cell() {
     );
 }
 
-/// Prints one cell's decisions: `CELL=hardware,5,16,steady cargo test --release trace_cell --
-/// --ignored --nocapture` (device latency in microseconds).
-#[test]
-#[ignore]
-fn trace_cell() {
+/// The cell `CELL=profile,latency_us,qd,load` names, its phases, when they end, and the run on
+/// interrupts alone, for the two ignored tests below.
+fn cell_from_env() -> (Costs, u64, Vec<Phase>, u64, Outcome) {
     let spec = std::env::var("CELL").expect("CELL=profile,latency_us,qd,load");
     let f: Vec<&str> = spec.split(',').collect();
     let costs = [Costs::hardware(), Costs::fast(), Costs::emulator()]
@@ -524,6 +522,15 @@ fn trace_cell() {
         latency,
         &phases,
     );
+    (costs, latency, phases, end, plain)
+}
+
+/// Prints one cell's decisions: `CELL=hardware,5,16,steady cargo test --release trace_cell --
+/// --ignored --nocapture` (device latency in microseconds).
+#[test]
+#[ignore]
+fn trace_cell() {
+    let (costs, latency, phases, end, plain) = cell_from_env();
     let o = Model::new(crate::defaults(), costs, latency, phases.clone())
         .traced()
         .run(end + 100 * latency + 100 * MS)
@@ -544,29 +551,12 @@ fn trace_cell() {
     );
 }
 
+/// Prints a cell's IOPS and interrupts at fixed waits from 1 us up (`CELL` as for
+/// [`trace_cell`]): where the polled ceiling comes from.
 #[test]
 #[ignore]
 fn ceiling_curve() {
-    let spec = std::env::var("CELL").unwrap();
-    let f: Vec<&str> = spec.split(',').collect();
-    let costs = [Costs::hardware(), Costs::fast(), Costs::emulator()]
-        .into_iter()
-        .find(|c| c.name == f[0])
-        .unwrap();
-    let latency = f[1].parse::<u64>().unwrap() * US;
-    let qd = f[2].parse().unwrap();
-    let load = LOADS.into_iter().find(|l| l.name() == f[3]).unwrap();
-    let phases = load.phases(latency, qd, &costs);
-    let end = phases.last().unwrap().until;
-    let plain = run_settled(
-        Params {
-            enabled: false,
-            ..crate::defaults()
-        },
-        costs,
-        latency,
-        &phases,
-    );
+    let (costs, latency, phases, end, plain) = cell_from_env();
     let mut wait = US;
     while wait <= 4 * latency.max(costs.slack_ns) {
         let o = Model::new(crate::defaults(), costs, latency, phases.clone())
