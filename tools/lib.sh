@@ -9,6 +9,9 @@ NVA_SUITE=trixie
 NVA_MIRROR=${NVME_ADAPTIVE_MIRROR:-http://deb.debian.org/debian}
 NVA_KVER=7.3
 NVA_LLVM=-19
+# Each checkout builds its module in its own directory under the cache (relative to it): a test
+# run in one clone must not pick up the module another clone just built.
+NVA_MODBUILD=modbuild/$(printf '%s' "$NVA_REPO" | cksum | cut -d' ' -f1)
 
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 say() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
