@@ -5,8 +5,15 @@
  *
  * Arguments: log=PATH (the guest's console log, as QEMU's serial port writes it) and dir=DIR.
  * A console line "NVA-INSN-BEGIN NAME" takes a baseline of every block's count; the line
- * "NVA-INSN-END NAME" writes DIR/NAME with one line "PC INSNS EXECUTIONS" per block that ran in
- * between (PC in hex: the block's first guest virtual address, INSNS its instruction count).
+ * "NVA-INSN-END NAME" writes DIR/NAME with one line per block that ran in between:
+ *
+ *   PC INSNS EXECUTIONS LOCKED FENCES TSC PAUSES MSR PIO INDIRECT
+ *
+ * PC in hex is the block's first guest virtual address, INSNS its instruction count; the rest
+ * count the block's instructions that TCG cannot translate into plain host code, by kind: locked
+ * read-modify-writes (a LOCK prefix, or XCHG with memory), fences (MFENCE, LFENCE, SFENCE),
+ * RDTSC/RDTSCP, PAUSE, RDMSR/WRMSR (the x2APIC's EOI and timer among them), port I/O, and the
+ * indirect jumps, calls and returns after which TCG looks the next block up.
  * The console is followed by a thread of the plugin, so the guest waits a moment after each
  * marker (see tools/guest/bench-run).
  *
@@ -28,6 +35,7 @@
 typedef uint64_t qemu_plugin_id_t;
 typedef struct qemu_info_t qemu_info_t;
 struct qemu_plugin_tb;
+struct qemu_plugin_insn;
 struct qemu_plugin_scoreboard;
 typedef struct {
 	struct qemu_plugin_scoreboard *score;
@@ -39,19 +47,79 @@ void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu
 void qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(struct qemu_plugin_tb *tb, enum qemu_plugin_op op,
 							qemu_plugin_u64 entry, uint64_t imm);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *insn, void *dest, size_t len);
 uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t element_size);
 uint64_t qemu_plugin_u64_sum(qemu_plugin_u64 entry);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 4;
 
+/* Kinds of instructions TCG runs through helpers or ends a block's fast path on. */
+enum kind { LOCKED, FENCE, TSC, PAUSE, MSR, PIO, INDIRECT, KINDS };
+
 /* One translation block, by first address and length (a block may be translated again). */
 struct block {
 	uint64_t pc;
 	uint64_t insns;
+	uint32_t kinds[KINDS];
 	struct qemu_plugin_scoreboard *executions;
 	uint64_t baseline;
 };
+
+/* The kind of one x86-64 instruction, KINDS for any other. */
+static enum kind classify(const uint8_t *c, size_t n)
+{
+	bool lock = false, rep = false;
+	size_t i = 0;
+	uint8_t op;
+
+	for (; i < n; i++) {
+		uint8_t p = c[i];
+
+		if (p == 0xf0)
+			lock = true;
+		else if (p == 0xf3)
+			rep = true;
+		else if (p != 0xf2 && p != 0x2e && p != 0x36 && p != 0x3e && p != 0x26 && p != 0x64 &&
+			 p != 0x65 && p != 0x66 && p != 0x67)
+			break;
+	}
+	if (i < n && (c[i] & 0xf0) == 0x40)
+		i++; /* REX */
+	if (i >= n)
+		return KINDS;
+	if (lock)
+		return LOCKED;
+	op = c[i];
+	if (op == 0x0f && i + 1 < n) {
+		uint8_t op2 = c[i + 1];
+		uint8_t modrm = i + 2 < n ? c[i + 2] : 0;
+
+		if (op2 == 0x31 || (op2 == 0x01 && modrm == 0xf9))
+			return TSC;
+		if (op2 == 0xae && modrm >= 0xe8)
+			return FENCE;
+		if (op2 == 0x30 || op2 == 0x32)
+			return MSR;
+		return KINDS;
+	}
+	if ((op == 0x86 || op == 0x87) && i + 1 < n && (c[i + 1] & 0xc0) != 0xc0)
+		return LOCKED;
+	if (op == 0x90 && rep)
+		return PAUSE;
+	if ((op >= 0xe4 && op <= 0xe7) || (op >= 0xec && op <= 0xef) || (op >= 0x6c && op <= 0x6f))
+		return PIO;
+	if (op == 0xc3 || op == 0xc2 || op == 0xcf)
+		return INDIRECT;
+	if (op == 0xff && i + 1 < n) {
+		uint8_t reg = (c[i + 1] >> 3) & 7;
+
+		if (reg == 2 || reg == 4)
+			return INDIRECT;
+	}
+	return KINDS;
+}
 
 /* Open addressing; a kernel plus a benchmark's user space translate well under a million blocks. */
 #define SLOTS (1u << 22)
@@ -86,10 +154,22 @@ static struct block *find(uint64_t pc, uint64_t insns)
 
 static void translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	uint32_t kinds[KINDS] = { 0 };
 	struct block *b;
 
+	for (size_t i = 0; i < n; i++) {
+		uint8_t code[16];
+		size_t len = qemu_plugin_insn_data(qemu_plugin_tb_get_insn(tb, i), code, sizeof(code));
+		enum kind k = classify(code, len);
+
+		if (k != KINDS)
+			kinds[k]++;
+	}
 	pthread_mutex_lock(&lock);
-	b = find(qemu_plugin_tb_vaddr(tb), qemu_plugin_tb_n_insns(tb));
+	b = find(qemu_plugin_tb_vaddr(tb), n);
+	if (b)
+		memcpy(b->kinds, kinds, sizeof(kinds));
 	pthread_mutex_unlock(&lock);
 	if (b)
 		qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(tb, QEMU_PLUGIN_INLINE_ADD_U64,
@@ -127,8 +207,12 @@ static void end(const char *name)
 		if (!b->executions)
 			continue;
 		n = executions(b) - b->baseline;
-		if (n)
-			fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", b->pc, b->insns, n);
+		if (!n)
+			continue;
+		fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64, b->pc, b->insns, n);
+		for (int k = 0; k < KINDS; k++)
+			fprintf(f, " %" PRIu32, b->kinds[k]);
+		fputc('\n', f);
 	}
 	pthread_mutex_unlock(&lock);
 	/* Complete or absent: tools/bench never reads half a file. */
