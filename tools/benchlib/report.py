@@ -56,7 +56,48 @@ METRICS = [
     "insns_per_io",
     "kernel_insns_per_io",
     "driver_insns_per_io",
+    "blocks_per_io",
+    "driver_blocks_per_io",
+    "distinct_blocks",
+    "driver_distinct_blocks",
+    "locked_per_io",
+    "fences_per_io",
+    "tsc_per_io",
+    "pauses_per_io",
+    "msr_per_io",
+    "pio_insns_per_io",
+    "indirect_per_io",
+    "nvme_reads_per_io",
+    "nvme_writes_per_io",
+    "msix_per_io",
+    "apic_per_io",
+    "other_mmio_per_io",
+    "cfg_per_io",
+    "msix_messages_per_io",
 ]
+
+# The columns of the host-cost accounting (tools/bench --insns): metric, heading, decimals.
+ACCOUNTING = (
+    ("insns_per_io", "insns", 0),
+    ("driver_insns_per_io", "driver insns", 0),
+    ("blocks_per_io", "blocks", 0),
+    ("driver_blocks_per_io", "driver blocks", 1),
+    ("driver_distinct_blocks", "driver distinct", 0),
+    ("nvme_reads_per_io", "BAR reads", 2),
+    ("nvme_writes_per_io", "BAR writes", 2),
+    ("msix_per_io", "MSI-X table", 2),
+    ("apic_per_io", "APIC", 2),
+    ("other_mmio_per_io", "other MMIO/PIO", 2),
+    ("cfg_per_io", "config", 2),
+    ("msix_messages_per_io", "MSI-X msgs", 2),
+    ("locked_per_io", "locked", 1),
+    ("fences_per_io", "fences", 2),
+    ("tsc_per_io", "rdtsc", 2),
+    ("pauses_per_io", "pause", 2),
+    ("msr_per_io", "MSR", 2),
+    ("pio_insns_per_io", "port I/O", 2),
+    ("indirect_per_io", "indirect", 1),
+)
 
 # The precision target: max/min of a cell's repetitions, for IOPS and interrupts per I/O.
 SPREAD_TARGET = 0.03
@@ -221,6 +262,29 @@ def insns_table(summary):
     return lines + [""]
 
 
+def accounting_table(summary):
+    """What each unthrottled cell costs the host per I/O (medians over the repetitions): guest
+    instructions and translated blocks, all and the driver's; accesses that leave translated code
+    for QEMU's device models, by region; config space accesses; MSI-X messages; and the
+    instructions TCG runs through helpers, by kind."""
+    keys = [k for k in summary if kind_of(k) != "rate" and "blocks_per_io" in summary[k]]
+    if not keys:
+        return []
+    head = "| cell | configuration | " + " | ".join(h for _, h, _ in ACCOUNTING) + " |"
+    lines = ["### Host costs per I/O (QEMU's counts)", "", head,
+             "|---|---|" + "---:|" * len(ACCOUNTING)]
+    for key in sorted(keys, key=cell_order):
+        m = summary[key]
+        values = []
+        for metric, _, decimals in ACCOUNTING:
+            v = m.get(metric, {}).get("median")
+            values.append("–" if v is None else "%.*f" % (decimals, v))
+        lines.append("| %s QD %d, %s, %d ctrl | %s | %s |" % (
+            key[0], key[3], matrix.placement_label(key[1]), key[2], LABELS.get(key[5], key[5]),
+            " | ".join(values)))
+    return lines + [""]
+
+
 def driver_functions(samples):
     """Per unthrottled cell, the driver's functions by instructions per I/O (median over the
     repetitions), each configuration side by side."""
@@ -271,7 +335,7 @@ def markdown(summary, samples=(), note=None):
         lines += peak_table(summary, group) + [""]
     for group in groups(summary, "rate"):
         lines += rate_tables(summary, group)
-    lines += insns_table(summary) + driver_functions(samples)
+    lines += insns_table(summary) + accounting_table(summary) + driver_functions(samples)
     n, ok, wi, wq = precision(summary)
     if n:
         lines += ["Spread (max/min − 1 over the repetitions): %d of %d cells within %d%% for both IOPS and "

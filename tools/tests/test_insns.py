@@ -47,8 +47,13 @@ class Parsing(unittest.TestCase):
         self.assertEqual(s.lookup(0xFFFFFFFFC0002004), ("nvme_queue_rq", "nvme"))
         self.assertEqual(s.lookup(0x1000), ("?", None))
 
-    def test_counts_multiply_block_length_by_executions(self):
-        self.assertEqual(insns.read_counts(["ffffffffc0001000 7 10"]), [(0xFFFFFFFFC0001000, 70)])
+    def test_count_lines_with_and_without_kinds(self):
+        self.assertEqual(insns.read_counts(["ffffffffc0001000 7 10"]), [(0xFFFFFFFFC0001000, 7, 10, {})])
+        (_, _, _, kinds), = insns.read_counts(["ffffffffc0001000 7 10 1 0 2 0 0 0 3"])
+        self.assertEqual(kinds, {"locked": 1, "fences": 0, "tsc": 2, "pauses": 0, "msr": 0, "pio_insns": 0,
+                                 "indirect": 3})
+        with self.assertRaises(insns.Error):
+            insns.read_counts(["ffffffffc0001000 7 10 1 2"])
 
     def test_malformed_count_line_is_an_error(self):
         with self.assertRaises(insns.Error):
@@ -78,9 +83,43 @@ class Figures(unittest.TestCase):
         self.assertEqual(f["driver_functions"]["rust_helper_writel"], 3.0)
         self.assertNotIn("nvme_setup_cmd", f["driver_functions"], "nvme-core is not the transport")
 
+    def test_blocks_and_kinds_count_each_execution(self):
+        counts = insns.read_counts(COUNTS[:4] + ["ffffffffc0010020 40 10 1 0 0 0 0 0 2"])
+        f = insns.figures(counts, symbols(), "adaptive-off", 10)
+        self.assertEqual(f["blocks_per_io"], 14.0)
+        self.assertEqual(f["driver_blocks_per_io"], 3.0, "Queue::reap and the two Rust helpers")
+        self.assertEqual((f["distinct_blocks"], f["driver_distinct_blocks"]), (5, 3))
+        self.assertEqual((f["locked_per_io"], f["indirect_per_io"], f["tsc_per_io"]), (1.0, 2.0, 0.0))
+
     def test_no_io_is_an_error(self):
         with self.assertRaises(insns.Error):
             insns.figures([], symbols(), "stock", 0)
+
+
+def console_line(text, cpu=0):
+    """A guest's console line as QEMU traces it: one serial write per character."""
+    return ["1@1.0:memory_region_ops_write cpu %d mr 0x1 addr 0x3f8 value 0x%x size 1 name 'serial'"
+            % (cpu, ord(c)) for c in text + "\n"]
+
+
+def access(kind, name, addr=0x1000, cpu=1):
+    return "1@1.0:memory_region_ops_%s cpu %d mr 0x1 addr 0x%x value 0x1 size 4 name '%s'" % (kind, cpu, addr, name)
+
+
+class Trace(unittest.TestCase):
+    def test_runs_split_by_console_markers(self):
+        lines = ([access("write", "nvme")] + console_line("NVA-INSN-BEGIN cell1")
+                 + [access("write", "nvme"), access("read", "nvme"), access("write", "apic-msi"),
+                    access("write", "apic-msi", 0xFEE00000, cpu=-1), access("read", "serial", 0x3FD),
+                    "1@1.0:pci_nvme_irq_msix raising MSI-X IRQ vector 1", "1@1.0:pci_cfg_read virtio 0:0 @0x0"]
+                 + console_line("NVA-INSN-END cell1") + [access("write", "nvme")])
+        runs = insns.trace_runs(lines)
+        self.assertEqual(list(runs), ["cell1"])
+        self.assertEqual(runs["cell1"], {"nvme write": 1, "nvme read": 1, "apic-msi write": 1, "serial read": 1,
+                                         "pci_nvme_irq_msix": 1, "pci_cfg_read": 1})
+        f = insns.device_figures(runs["cell1"], 2)
+        self.assertEqual((f["nvme_writes_per_io"], f["nvme_reads_per_io"], f["apic_per_io"]), (0.5, 0.5, 0.5))
+        self.assertEqual((f["msix_messages_per_io"], f["cfg_per_io"], f["other_mmio_per_io"]), (0.5, 0.5, 0.0))
 
 
 class Samples(unittest.TestCase):
