@@ -115,6 +115,49 @@ class Usage(Tree):
         self.assertEqual(hardware.device_problems("0000:09:00.0", self.sys), ["no PCI device 0000:09:00.0"])
 
 
+class Persist(Tree):
+    """--persist and --unpersist: one udev rule per controller, by address or serial."""
+
+    ABSENT = "0000:09:00.0"  # no device: only the rule is written, nothing is bound now
+
+    def setUp(self):
+        super().setUp()
+        self.rules = os.path.join(self.tmp.name, "rules.d", "70-nvme-adaptive.rules")
+
+    def run_bind(self, *args):
+        env = dict(os.environ, SYS=self.sys, PROC=self.proc, RULES=self.rules, UDEVADM="true")
+        return subprocess.run(["sh", NVME_BIND, *args], capture_output=True, text=True, env=env)
+
+    def lines(self):
+        with open(self.rules) as f:
+            return f.read().splitlines()
+
+    def test_rules_by_address_and_serial(self):
+        for args in (("--persist", "09:00.0"), ("--persist", "serial=SN 1.b"), ("--persist", self.ABSENT)):
+            r = self.run_bind(*args)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        by_address, by_serial = sorted(self.lines(), key=lambda l: "serial" in l)
+        self.assertIn('SUBSYSTEM=="pci", KERNEL=="%s"' % self.ABSENT, by_address)
+        self.assertIn('ATTR{driver_override}="nvme_adaptive"', by_address)
+        self.assertIn('ACTION=="change", SUBSYSTEM=="nvme", ENV{NVME_EVENT}=="connected", ATTR{serial}=="SN 1.b"',
+                      by_serial)
+        self.assertTrue(by_address.startswith('ACTION=="add", '), by_address)
+        for rule in (by_address, by_serial):
+            self.assertRegex(rule, r'RUN\+="/\S*/nvme-bind --udev %k"$')
+        self.assertEqual(self.run_bind("--unpersist", self.ABSENT).returncode, 0)
+        self.assertEqual(self.lines(), [by_serial])
+        self.assertEqual(self.run_bind("--unpersist", "serial=SN 1.b").returncode, 0)
+        self.assertFalse(os.path.exists(self.rules))
+
+    def test_bad_targets_print_usage_and_write_nothing(self):
+        for args in (("--persist", 'serial=a"b'), ("--persist", "serial="), ("--unpersist", "01:00")):
+            with self.subTest(args=args):
+                r = self.run_bind(*args)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn("usage:", r.stderr)
+                self.assertFalse(os.path.exists(self.rules))
+
+
 class DeviceChecks(Tree):
     driver = "ahci"
 
