@@ -13,7 +13,7 @@ use kernel::prelude::*;
 
 use crate::{
     cmd::SglDescriptor,
-    params,
+    params::{self, MAX_BYTES},
     sys::{
         blk::{Request, Status},
         dma::{DmaPool, P2p, PoolBlock, SavedSegments, Segment, SegmentPool, Step},
@@ -25,8 +25,6 @@ use crate::{
 pub(crate) const PAGE: u32 = 4096;
 /// Segments per request: one descriptor page of 16-byte SGL entries.
 pub(crate) const MAX_SEGMENTS: u32 = PAGE / 16;
-/// Bytes per request, an arbitrary bound that keeps PRP lists within five pages.
-pub(crate) const MAX_BYTES: u32 = 8 << 20;
 /// Metadata SGL entries: the small pool's block less its segment descriptor.
 pub(crate) const MAX_META_SEGMENTS: u32 = SMALL_BLOCK as u32 / 16 - 1;
 /// Small descriptor blocks, for short PRP lists and SGLs (4 KiB to 128 KiB I/O).

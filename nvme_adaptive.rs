@@ -25,8 +25,8 @@ use kernel::{
 
 use crate::{
     cmd::Command,
-    mapping::{self, Iod, Pools, MAX_BYTES, MAX_META_SEGMENTS, MAX_SEGMENTS, PAGE},
-    params,
+    mapping::{self, Iod, Pools, MAX_META_SEGMENTS, MAX_SEGMENTS, PAGE},
+    params::{self, MAX_BYTES},
     queue::{Hw, Queue, ShadowDoorbells},
     regs::{self, csts},
     stats::QueueStats,

@@ -8,10 +8,13 @@
 //! `shutdown_timeout`, ...) apply to this transport as to the stock one.
 
 use crate::{
-    mapping,
     policy::{param, ParamSpec, Params, PARAM_SPECS},
     sys::params::{self, ModInfo, Names, Param, Table},
 };
+
+/// Bytes per request, an arbitrary bound that keeps PRP lists within five pages (`mapping.rs`),
+/// and so the largest `sgl_threshold`.
+pub(crate) const MAX_BYTES: u32 = 8 << 20;
 
 /// Indexes of the transport's parameters, after the policy's.
 const IO_QUEUE_DEPTH: usize = param::COUNT;
@@ -48,7 +51,7 @@ const SPECS: [ParamSpec; COUNT] = {
         unit: "bytes",
         default: 32768,
         min: 0,
-        max: mapping::MAX_BYTES,
+        max: MAX_BYTES,
         description: "use SGLs when the average segment is at least this large; 0: never",
     };
     s
