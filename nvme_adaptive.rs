@@ -31,7 +31,10 @@ use crate::{
     regs::{self, csts},
     stats::QueueStats,
     sys::{
-        blk::{Batch, InFlight, LocalRqList, MapKind, QueueMaps, Rejected, Request, RqList, Tags},
+        blk::{
+            Batch, InFlight, LocalRqList, MapKind, QueueMaps, Rejected, Request, RqList,
+            TagSetTypes, Tags,
+        },
         debugfs as module_debugfs,
         dma::Unbindable,
         nvme::{self, Ctrl, Feature, Quirk, Quirks, State},
@@ -872,10 +875,12 @@ impl Controller {
     }
 }
 
-impl Transport for Controller {
+impl TagSetTypes for Controller {
     type Queue = Queue;
     type Iod = Iod;
+}
 
+impl Transport for Controller {
     fn core(&self) -> Ctrl {
         self.hw.core
     }

@@ -33,7 +33,7 @@ mod sys;
 struct NvmeAdaptiveModule {
     /// Dropped first: every controller is unbound, its statistics files gone, before the
     /// debugfs directory is.
-    _driver: sys::DriverRegistration,
+    _driver: sys::entry::DriverRegistration,
     _debugfs: sys::debugfs::Root,
 }
 
@@ -41,7 +41,7 @@ impl kernel::Module for NvmeAdaptiveModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let debugfs = sys::debugfs::Root::new()?;
         Ok(Self {
-            _driver: sys::register_driver()?,
+            _driver: sys::entry::register()?,
             _debugfs: debugfs,
         })
     }

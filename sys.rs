@@ -26,12 +26,7 @@ use kernel::{device::Core, pci::Device as PciDevice, prelude::*};
 /// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
 /// nvme-core's controller ops and of the two blk-mq tag sets. `glue.c` holds the C tables and
 /// [`transport!`](crate::transport) generates the functions they call.
-pub(crate) trait Transport: Send + Sync + Sized + 'static {
-    /// What `hctx->driver_data` points to: one queue pair.
-    type Queue: Sync;
-    /// The transport's part of each request's driver data.
-    type Iod: Default + 'static;
-
+pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     /// The nvme-core controller this transport serves.
     fn core(&self) -> nvme::Ctrl;
     /// The PCI function it drives.
@@ -92,11 +87,3 @@ pub(crate) trait Transport: Send + Sync + Sized + 'static {
     /// A Delete SQ or CQ command sent for queue `qid` ended.
     fn delete_done(&self, qid: u16, error: bool);
 }
-
-/// Registers glue.c's PCI driver (from the module's init; its callbacks reach the transport
-/// [`transport!`](crate::transport) names); the driver goes away with the returned value.
-pub(crate) fn register_driver() -> Result<DriverRegistration> {
-    entry::register()
-}
-
-pub(crate) use entry::DriverRegistration;

@@ -6,8 +6,18 @@
 use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
 use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic, warn_on};
 
-use super::{ffi, nvme, Transport};
+use super::ffi;
 use crate::cmd::{Command, SglDescriptor};
+
+/// What a transport's tag sets carry: the queue each hardware queue's `hctx->driver_data`
+/// points to, and the transport's part of each request's PDU. [`Transport`](super::Transport)
+/// extends it; the tag set types below and nvme-core's tag set allocation need only this part.
+pub(crate) trait TagSetTypes {
+    /// What `hctx->driver_data` points to: one queue pair.
+    type Queue: Sync;
+    /// The transport's part of each request's driver data.
+    type Iod: Default + 'static;
+}
 
 /// A block status (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -83,6 +93,8 @@ pub(crate) fn clock_ns() -> u64 {
 /// `P` (the tag set was made by [`nvme::Ctrl::alloc_io_tag_set`], or the admin variant, for a
 /// transport whose `Iod` is `P`, and its `init_request` set up nvme-core's part). The holder
 /// has exclusive use of the transport's part of its PDU.
+///
+/// [`nvme::Ctrl::alloc_io_tag_set`]: super::nvme::Ctrl::alloc_io_tag_set
 pub(crate) struct Request<P> {
     rq: NonNull<bindings::request>,
     _pdu: PhantomData<P>,
@@ -135,7 +147,7 @@ impl<P: Default> Request<P> {
     ///
     /// The request belongs to a tag set of transport `T`, and `'a` ends before the callback
     /// returns.
-    pub(super) unsafe fn queue<'a, T: Transport<Iod = P>>(&self) -> &'a T::Queue {
+    pub(super) unsafe fn queue<'a, T: TagSetTypes<Iod = P>>(&self) -> &'a T::Queue {
         // SAFETY: the request is mapped to a hardware queue of a tag set of `T`, whose driver
         // data `init_hctx` set to a queue `T` owns until `free_ctrl`, which cannot come while
         // blk-mq runs a callback of the tag set (the caller's promise).
@@ -483,12 +495,12 @@ impl Batch<'_> {
 
 /// The requests blk-mq hands `queue_rqs` (for the duration `'a` of the call); what is left
 /// in it when the call returns is requeued by blk-mq.
-pub(crate) struct RqList<'a, T: Transport> {
+pub(crate) struct RqList<'a, T: TagSetTypes> {
     list: NonNull<bindings::rq_list>,
     _call: PhantomData<&'a T>,
 }
 
-impl<'a, T: Transport> RqList<'a, T> {
+impl<'a, T: TagSetTypes> RqList<'a, T> {
     /// # Safety
     ///
     /// `list` is blk-mq's list for `queue_rqs`, of requests of a tag set of `T`, valid for
@@ -574,19 +586,24 @@ impl MapKind {
 /// The queue maps of the I/O tag set, being set up (`map_queues`).
 pub(crate) struct QueueMaps<'a> {
     set: NonNull<bindings::blk_mq_tag_set>,
-    core: nvme::Ctrl,
+    ctrl: NonNull<ffi::NvaCtrl>,
     _life: PhantomData<&'a mut bindings::blk_mq_tag_set>,
 }
 
 impl QueueMaps<'_> {
     /// # Safety
     ///
-    /// `set` is the I/O tag set of `core`, being mapped by blk-mq for the result's lifetime.
-    pub(super) unsafe fn from_raw(set: *mut bindings::blk_mq_tag_set, core: nvme::Ctrl) -> Self {
+    /// `set` is the I/O tag set of the live controller `ctrl`, being mapped by blk-mq for the
+    /// result's lifetime.
+    pub(super) unsafe fn from_raw(
+        set: *mut bindings::blk_mq_tag_set,
+        ctrl: *mut ffi::NvaCtrl,
+    ) -> Self {
         Self {
             // SAFETY: blk-mq passes a valid tag set (the caller's promise).
             set: unsafe { NonNull::new_unchecked(set) },
-            core,
+            // SAFETY: a live controller (the caller's promise).
+            ctrl: unsafe { NonNull::new_unchecked(ctrl) },
             _life: PhantomData,
         }
     }
@@ -621,7 +638,7 @@ impl QueueMaps<'_> {
                 return;
             }
             match vector_offset {
-                Some(v) => ffi::nva_map_hw_queues(self.core.raw(), set, kind.raw(), v),
+                Some(v) => ffi::nva_map_hw_queues(self.ctrl.as_ptr(), set, kind.raw(), v),
                 None => ffi::nva_map_queues_plain(set, kind.raw()),
             }
         }

@@ -39,8 +39,10 @@ impl Drop for DriverRegistration {
     }
 }
 
-/// Registers glue.c's driver; `EBUSY` while it is registered.
-pub(super) fn register() -> Result<DriverRegistration> {
+/// Registers glue.c's PCI driver (from the module's init; its callbacks reach the transport
+/// [`transport!`](crate::transport) names); the driver goes away with the returned value.
+/// `EBUSY` while it is registered.
+pub(crate) fn register() -> Result<DriverRegistration> {
     if REGISTERED.cmpxchg(false, true, Acquire).is_err() {
         return Err(EBUSY);
     }
@@ -278,7 +280,7 @@ pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings
     // SAFETY: the caller's promise.
     let t = unsafe { transport::<T>(t) };
     // SAFETY: blk-mq holds the tag set for the duration of the call.
-    let mut maps = unsafe { blk::QueueMaps::from_raw(set, t.core()) };
+    let mut maps = unsafe { blk::QueueMaps::from_raw(set, t.core().raw()) };
     t.map_queues(&mut maps);
 }
 

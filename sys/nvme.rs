@@ -12,7 +12,10 @@ use kernel::{
     prelude::*,
 };
 
-use super::{blk, ffi, Transport};
+use super::{
+    blk::{self, TagSetTypes},
+    ffi,
+};
 use crate::cmd::{Command, Completion};
 
 // The queue entries are the ABI with the controller and with glue.c (`struct nvme_command`
@@ -527,7 +530,7 @@ impl Ctrl {
 
     /// Makes the admin tag set, whose requests carry the transport's `T::Iod`; `EBUSY` while
     /// the controller has one.
-    pub(crate) fn alloc_admin_tag_set<T: Transport>(self) -> Result {
+    pub(crate) fn alloc_admin_tag_set<T: TagSetTypes>(self) -> Result {
         blk::check_pdu::<T::Iod>();
         // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
         // glue.c refuses to set up a tag set in use again.
@@ -538,7 +541,7 @@ impl Ctrl {
 
     /// Makes the I/O tag set with `nr_maps` queue maps, whose requests carry the transport's
     /// `T::Iod`; `EBUSY` while the controller has one.
-    pub(crate) fn alloc_io_tag_set<T: Transport>(self, nr_maps: u32) -> Result {
+    pub(crate) fn alloc_io_tag_set<T: TagSetTypes>(self, nr_maps: u32) -> Result {
         blk::check_pdu::<T::Iod>();
         // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
         // glue.c refuses to set up a tag set in use again.
