@@ -27,19 +27,19 @@ impl Status {
     pub(crate) const OK: Self = Self(0);
 
     pub(crate) fn ioerr() -> Self {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         Self(unsafe { ffi::nva_sts_ioerr })
     }
 
     /// Out of a resource the request needs now; blk-mq retries it later.
     pub(crate) fn resource() -> Self {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         Self(unsafe { ffi::nva_sts_resource })
     }
 
     /// The fast path does not apply; take the general one.
     pub(crate) fn again() -> Self {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         Self(unsafe { ffi::nva_sts_again })
     }
 
@@ -100,7 +100,7 @@ pub(crate) struct Request<P> {
     _pdu: PhantomData<P>,
 }
 
-// SAFETY: a request is handed between CPUs by blk-mq; the holder is its only user.
+// SAFETY: A request is handed between CPUs by blk-mq; the holder is its only user.
 unsafe impl<P: Send> Send for Request<P> {}
 
 macro_rules! getters {
@@ -108,7 +108,7 @@ macro_rules! getters {
         $(
             $(#[$m])*
             pub(crate) fn $name(&self) -> $ty {
-                // SAFETY: the request is live (type invariant).
+                // SAFETY: The request is live (type invariant).
                 unsafe { ffi::$ffi(self.raw()) as $ty }
             }
         )*
@@ -148,7 +148,7 @@ impl<P: Default> Request<P> {
     /// The request belongs to a tag set of transport `T`, and `'a` ends before the callback
     /// returns.
     pub(super) unsafe fn queue<'a, T: TagSetTypes<Iod = P>>(&self) -> &'a T::Queue {
-        // SAFETY: the request is mapped to a hardware queue of a tag set of `T`, whose driver
+        // SAFETY: The request is mapped to a hardware queue of a tag set of `T`, whose driver
         // data `init_hctx` set to a queue `T` owns until `free_ctrl`, which cannot come while
         // blk-mq runs a callback of the tag set (the caller's promise).
         unsafe { &*ffi::nva_rq_queue(self.raw()).cast::<T::Queue>() }
@@ -164,7 +164,7 @@ impl<P: Default> Request<P> {
 
     /// Resets the transport's data for a new command.
     pub(crate) fn init_pdu(&mut self) {
-        // SAFETY: as in `pdu`; the old contents (plain data) are overwritten without reading.
+        // SAFETY: As in `pdu`; the old contents (plain data) are overwritten without reading.
         unsafe {
             self.at(ffi::nva_iod_rust_offset)
                 .cast::<P>()
@@ -174,7 +174,7 @@ impl<P: Default> Request<P> {
 
     /// The NVMe command nvme-core built for the request, to point at the request's data.
     pub(crate) fn command(&mut self) -> CommandPointers<'_> {
-        // SAFETY: the PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
+        // SAFETY: The PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
         // other user while the driver holds the request; `Command` has the same layout.
         CommandPointers(unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() })
     }
@@ -186,7 +186,7 @@ impl<P: Default> Request<P> {
     pub(crate) fn accounted_since_ns(&self) -> Option<u64> {
         const IO_STAT: bindings::req_flags_t = 1 << bindings::rqf_flags___RQF_IO_STAT;
         const USE_SCHED: bindings::req_flags_t = 1 << bindings::rqf_flags___RQF_USE_SCHED;
-        // SAFETY: the request is live (type invariant); blk-mq set both fields before handing
+        // SAFETY: The request is live (type invariant); blk-mq set both fields before handing
         // it to the driver and leaves them alone while the driver holds it.
         let (flags, start) = unsafe { ((*self.raw()).rq_flags, (*self.raw()).start_time_ns) };
         (flags & (IO_STAT | USE_SCHED) == IO_STAT).then_some(start)
@@ -194,7 +194,7 @@ impl<P: Default> Request<P> {
 
     /// The blk-mq tag.
     pub(crate) fn tag(&self) -> u16 {
-        // SAFETY: the request is live (type invariant); a started request's tag is set.
+        // SAFETY: The request is live (type invariant); a started request's tag is set.
         unsafe { (*self.raw()).tag as u16 }
     }
 
@@ -222,13 +222,13 @@ impl<P: Default> Request<P> {
 
     /// The block operation's name, for messages.
     pub(crate) fn op_name(&self) -> &CStr {
-        // SAFETY: the request is live; blk_op_str returns a static string.
+        // SAFETY: The request is live; blk_op_str returns a static string.
         unsafe { CStr::from_char_ptr(ffi::nva_rq_op_name(self.raw())) }
     }
 
     /// Whether the controller state allows the request now.
     pub(crate) fn check_ready(&self) -> bool {
-        // SAFETY: the request is live and belongs to an nvme-core controller.
+        // SAFETY: The request is live and belongs to an nvme-core controller.
         unsafe { ffi::nva_rq_check_ready(self.raw()) }
     }
 
@@ -244,52 +244,52 @@ impl<P: Default> Request<P> {
     /// Deals with a request the controller cannot take in its state: gives it back to be
     /// retried, or nvme-core ends it with a host path error (`Ok`).
     pub(crate) fn fail_nonready(self) -> Result<(), Rejected> {
-        // SAFETY: the request is live and not started.
+        // SAFETY: The request is live and not started.
         Status::from_raw(unsafe { ffi::nva_rq_fail_nonready(self.raw()) }).map_err(Rejected)
     }
 
     /// Ends a started request that never reached the controller with a host path error:
     /// nvme-core requeues it, fails it over or fails it, as for a lost path.
     pub(crate) fn fail_host_path(self) {
-        // SAFETY: the request is live, started and not on the controller; its data is unmapped
+        // SAFETY: The request is live, started and not on the controller; its data is unmapped
         // and its command cleaned up. It goes back to nvme-core here.
         unsafe { ffi::nva_rq_fail_host_path(self.raw()) }
     }
 
     /// Has nvme-core build the request's command; clears the abort mark of its last submission.
     pub(crate) fn setup_command(&mut self) -> Result<(), Status> {
-        // SAFETY: the request is live and not started.
+        // SAFETY: The request is live and not started.
         Status::from_raw(unsafe { ffi::nva_rq_setup_cmd(self.raw()) })
     }
 
     /// Undoes `setup_command` for a request that will not be issued.
     pub(crate) fn cleanup_command(&mut self) {
-        // SAFETY: the request is live and its command was set up.
+        // SAFETY: The request is live and its command was set up.
         unsafe { ffi::nva_rq_cleanup_cmd(self.raw()) }
     }
 
     /// Marks the request started (the timeout clock runs from here).
     pub(crate) fn start(&mut self) {
-        // SAFETY: the request is live and about to be issued.
+        // SAFETY: The request is live and about to be issued.
         unsafe { ffi::nva_rq_start(self.raw()) }
     }
 
     /// Marks a request the timeout handler gives up on, so that it is not retried.
     pub(crate) fn mark_cancelled(&self) {
-        // SAFETY: the request is live.
+        // SAFETY: The request is live.
         unsafe { ffi::nva_rq_mark_cancelled(self.raw()) }
     }
 
     /// Marks a request whose command the timeout handler sent an Abort for.
     pub(crate) fn mark_aborted(&self) {
-        // SAFETY: the request is live.
+        // SAFETY: The request is live.
         unsafe { ffi::nva_rq_mark_aborted(self.raw()) }
     }
 
     /// Traces the submission queue head the device reported with the request's completion,
     /// and the queue's tail, read only if the trace is on.
     pub(crate) fn trace_sq(&self, sq_head: u16, sq_tail: &Atomic<i16>) {
-        // SAFETY: the request is live; the tail is valid for the call and read with
+        // SAFETY: The request is live; the tail is valid for the call and read with
         // `READ_ONCE`, as the atomic's own loads are.
         unsafe { ffi::nva_trace_sq(self.raw(), sq_head, sq_tail.as_ptr()) }
     }
@@ -297,7 +297,7 @@ impl<P: Default> Request<P> {
     /// Records the device's completion. `None` when the request is finished elsewhere (on the
     /// CPU that issued it, or dropped by fault injection); otherwise the caller completes it.
     pub(crate) fn try_complete(self, status: u16, result: u64) -> Option<Self> {
-        // SAFETY: the request is live and on the device, which just completed it.
+        // SAFETY: The request is live and on the device, which just completed it.
         if unsafe { ffi::nva_try_complete_req(self.raw(), status, result) } {
             None
         } else {
@@ -311,7 +311,7 @@ impl<P: Default> Request<P> {
         let Some(iob) = batch.raw() else {
             return Some(self);
         };
-        // SAFETY: the request is completed and live; the batch is valid. Its data must be
+        // SAFETY: The request is completed and live; the batch is valid. Its data must be
         // unmapped before: a mapping left behind lets the device write memory the block layer
         // reuses (a bounce buffer under swiotlb). The caller's part, not typed yet (design.rst).
         if unsafe { ffi::nva_add_to_batch(self.raw(), iob) } {
@@ -323,7 +323,7 @@ impl<P: Default> Request<P> {
 
     /// Ends the request through nvme-core (retry, failover or end, as its status says).
     pub(crate) fn complete(self) {
-        // SAFETY: the request's command is done and its data unmapped; the request goes back
+        // SAFETY: The request's command is done and its data unmapped; the request goes back
         // to blk-mq here.
         unsafe { ffi::nva_complete_rq(self.raw()) }
     }
@@ -366,13 +366,13 @@ impl<P: Default> InFlight<P> {
     ///
     /// As for [`Request::from_raw`], except that the holder does not own the request.
     pub(super) unsafe fn from_raw(rq: *mut bindings::request) -> Self {
-        // SAFETY: the caller's promise; `InFlight` never touches the transport's data.
+        // SAFETY: The caller's promise; `InFlight` never touches the transport's data.
         Self(unsafe { Request::from_raw(rq) })
     }
 
     /// The transport of the request's controller.
     pub(super) fn transport_ptr(&self) -> *mut core::ffi::c_void {
-        // SAFETY: the request is live and belongs to an nvme-core controller of ours.
+        // SAFETY: The request is live and belongs to an nvme-core controller of ours.
         unsafe { ffi::nva_rq_transport(self.0.raw()) }
     }
 }
@@ -427,7 +427,7 @@ impl<P: Default> Tags<P> {
         // duplicate completion yields null. Controllers with `NVME_QUIRK_SKIP_CID_GEN` carry
         // no generation: they are trusted, as by the C driver, to complete a command once.
         let rq = unsafe { ffi::nva_find_rq(tags, cid) };
-        // SAFETY: a found request is in flight on this queue, issued by the transport; its tag
+        // SAFETY: A found request is in flight on this queue, issued by the transport; its tag
         // set has `P` PDUs (type invariant); the device completing it hands it back to the
         // driver.
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
@@ -464,7 +464,7 @@ impl OwnedBatch {
 
 impl Drop for OwnedBatch {
     fn drop(&mut self) {
-        // SAFETY: an empty batch from `new`, or one blk-mq added requests to; ends those.
+        // SAFETY: An empty batch from `new`, or one blk-mq added requests to; ends those.
         unsafe { ffi::nva_end_batch(self.iob.as_mut_ptr()) };
     }
 }
@@ -515,19 +515,19 @@ impl<'a, T: TagSetTypes> RqList<'a, T> {
 
     /// Takes the first request off the list, with the queue it goes to.
     pub(crate) fn pop(&mut self) -> Option<(&'a T::Queue, Request<T::Iod>)> {
-        // SAFETY: the list is valid (the caller's promise in `from_raw`).
+        // SAFETY: The list is valid (the caller's promise in `from_raw`).
         let rq = unsafe { ffi::nva_rq_list_pop(self.list.as_ptr()) };
-        // SAFETY: requests on the list are handed to the driver (type invariants hold: a tag
+        // SAFETY: Requests on the list are handed to the driver (type invariants hold: a tag
         // set of `T`).
         let rq: Request<T::Iod> = unsafe { Request::from_raw(NonNull::new(rq)?.as_ptr()) };
-        // SAFETY: the request belongs to a tag set of `T`; `'a` ends with the call.
+        // SAFETY: The request belongs to a tag set of `T`; `'a` ends with the call.
         let q: &'a T::Queue = unsafe { rq.queue::<T>() };
         Some((q, rq))
     }
 
     /// Puts a request back, to be requeued by blk-mq.
     pub(crate) fn push(&mut self, rq: Request<T::Iod>) {
-        // SAFETY: the list is valid; the request goes back to blk-mq through it.
+        // SAFETY: The list is valid; the request goes back to blk-mq through it.
         unsafe { ffi::nva_rq_list_add_tail(self.list.as_ptr(), rq.raw()) }
     }
 }
@@ -541,7 +541,7 @@ pub(crate) struct LocalRqList<P> {
 impl<P: Default> LocalRqList<P> {
     pub(crate) fn new() -> Self {
         let mut list = MaybeUninit::uninit();
-        // SAFETY: initialises the list head (both pointers null).
+        // SAFETY: Initialises the list head (both pointers null).
         unsafe { ffi::nva_rq_list_init(list.as_mut_ptr()) };
         Self {
             list,
@@ -550,14 +550,14 @@ impl<P: Default> LocalRqList<P> {
     }
 
     pub(crate) fn push(&mut self, rq: Request<P>) {
-        // SAFETY: the list is initialised; it holds the request until popped.
+        // SAFETY: The list is initialised; it holds the request until popped.
         unsafe { ffi::nva_rq_list_add_tail(self.list.as_mut_ptr(), rq.raw()) }
     }
 
     pub(crate) fn pop(&mut self) -> Option<Request<P>> {
-        // SAFETY: the list is initialised.
+        // SAFETY: The list is initialised.
         let rq = unsafe { ffi::nva_rq_list_pop(self.list.as_mut_ptr()) };
-        // SAFETY: only requests the driver held were pushed.
+        // SAFETY: Only requests the driver held were pushed.
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
     }
 }
@@ -572,7 +572,7 @@ pub(crate) enum MapKind {
 
 impl MapKind {
     fn raw(self) -> u32 {
-        // SAFETY: initialised statics of glue.c.
+        // SAFETY: Initialised statics of glue.c.
         unsafe {
             match self {
                 Self::Default => ffi::nva_hctx_type_default,
@@ -602,7 +602,7 @@ impl QueueMaps<'_> {
         Self {
             // SAFETY: blk-mq passes a valid tag set (the caller's promise).
             set: unsafe { NonNull::new_unchecked(set) },
-            // SAFETY: a live controller (the caller's promise).
+            // SAFETY: A live controller (the caller's promise).
             ctrl: unsafe { NonNull::new_unchecked(ctrl) },
             _life: PhantomData,
         }
@@ -610,7 +610,7 @@ impl QueueMaps<'_> {
 
     /// Whether the tag set has a map of this kind.
     pub(crate) fn has(&self, kind: MapKind) -> bool {
-        // SAFETY: the tag set is valid.
+        // SAFETY: The tag set is valid.
         kind.raw() < unsafe { ffi::nva_map_count(self.set.as_ptr()) }
     }
 
@@ -629,7 +629,7 @@ impl QueueMaps<'_> {
             return;
         }
         let set = self.set.as_ptr();
-        // SAFETY: the tag set is valid and has map `kind`; blk-mq calls map_queues with the
+        // SAFETY: The tag set is valid and has map `kind`; blk-mq calls map_queues with the
         // maps' CPU tables allocated; glue.c checks that the queues exist, so the CPU tables
         // name only queues of the tag set.
         unsafe {

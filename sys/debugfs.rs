@@ -28,7 +28,7 @@ impl Root {
     pub(crate) fn new() -> Result<Self> {
         match STATE.cmpxchg(UNINIT, INITIALISING, Full) {
             Ok(_) => {
-                // SAFETY: only the caller that moved `STATE` from `UNINIT` gets here, so once;
+                // SAFETY: Only the caller that moved `STATE` from `UNINIT` gets here, so once;
                 // nothing locks `ROOT` before `STATE` is `READY`.
                 unsafe { ROOT.init() };
                 STATE.store(READY, Release);

@@ -26,18 +26,18 @@ pub(crate) struct P2p(u8);
 
 impl P2p {
     pub(crate) fn is_bus_address(self) -> bool {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         u32::from(self.0) == unsafe { ffi::nva_p2p_bus_addr }
     }
 
     pub(crate) fn is_through_host_bridge(self) -> bool {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         u32::from(self.0) == unsafe { ffi::nva_p2p_thru_host_bridge }
     }
 
     /// A kind of mapping the driver knows how to describe (not a failed or unsupported one).
     pub(crate) fn is_known(self) -> bool {
-        // SAFETY: an initialised static of glue.c.
+        // SAFETY: An initialised static of glue.c.
         u32::from(self.0) == unsafe { ffi::nva_p2p_none }
             || self.is_bus_address()
             || self.is_through_host_bridge()
@@ -83,7 +83,7 @@ macro_rules! iter_fns {
             $(#[$m])*
             pub(crate) fn $name(&mut self, f: &Function) -> Step {
                 let mut seg = ffi::DmaSeg::default();
-                // SAFETY: the request is live and the driver's; glue.c keeps the iterator's
+                // SAFETY: The request is live and the driver's; glue.c keeps the iterator's
                 // state in the request's PDU and fails a start without data to map; `seg` is
                 // valid for writes.
                 let ok = unsafe { ffi::$ffi(self.raw(), f.dma_dev(), &mut seg) };
@@ -104,7 +104,7 @@ impl<P: Default> Request<P> {
         max_end: u32,
     ) -> Result<(u64, u32), Status> {
         let mut seg = ffi::DmaSeg::default();
-        // SAFETY: the request is live (glue.c refuses one without data), `f` is its
+        // SAFETY: The request is live (glue.c refuses one without data), `f` is its
         // controller's function, and `seg` is valid for writes.
         let status = unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut seg) };
         Status::from_raw(status).map(|()| (seg.addr, seg.len))
@@ -120,13 +120,13 @@ impl<P: Default> Request<P> {
     /// Maps the request's integrity metadata, one segment; undone with `unmap_page`.
     pub(crate) fn map_integrity_segment(&mut self, f: &Function) -> Option<(u64, u32)> {
         let (mut len, mut p2p, mut addr) = (0, false, 0);
-        // SAFETY: the request is live (glue.c reports one without integrity data as p2p); the
+        // SAFETY: The request is live (glue.c reports one without integrity data as p2p); the
         // outputs are valid for writes.
         unsafe { ffi::nva_rq_integrity_bvec(self.raw(), &mut len, &mut p2p) };
         if p2p {
             return None;
         }
-        // SAFETY: as above; `f` is the request's controller's function.
+        // SAFETY: As above; `f` is the request's controller's function.
         unsafe { ffi::nva_map_integrity_bvec(self.raw(), f.dma_dev(), &mut addr) }
             .then_some((addr, len))
     }
@@ -142,30 +142,30 @@ impl<P: Default> Request<P> {
 
     /// Whether the iterator merged all data into one range (an IOMMU mapping).
     pub(crate) fn data_coalesced(&mut self) -> bool {
-        // SAFETY: the request is live and its data mapping was started.
+        // SAFETY: The request is live and its data mapping was started.
         unsafe { ffi::nva_dma_coalesced(self.raw()) }
     }
 
     pub(crate) fn meta_coalesced(&mut self) -> bool {
-        // SAFETY: the request is live and its metadata mapping was started.
+        // SAFETY: The request is live and its metadata mapping was started.
         unsafe { ffi::nva_meta_coalesced(self.raw()) }
     }
 
     /// Whether each data segment must be unmapped on its own (so remembered while mapping).
     pub(crate) fn data_needs_unmap_each(&mut self, f: &Function, p2p: P2p) -> bool {
-        // SAFETY: the request is live and its data mapping was started.
+        // SAFETY: The request is live and its data mapping was started.
         unsafe { ffi::nva_dma_need_unmap_each(self.raw(), f.dma_dev(), p2p.0) }
     }
 
     /// Unmaps the iterator's data mapping as a whole; false when each segment must be
     /// unmapped with [`Request::unmap_segment`].
     pub(crate) fn unmap_data(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: the request's data was mapped with the iterator, `mapped` bytes of it.
+        // SAFETY: The request's data was mapped with the iterator, `mapped` bytes of it.
         unsafe { ffi::nva_dma_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
     pub(crate) fn unmap_meta(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: the request's metadata was mapped with the iterator, `mapped` bytes of it.
+        // SAFETY: The request's metadata was mapped with the iterator, `mapped` bytes of it.
         unsafe { ffi::nva_meta_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
@@ -209,7 +209,7 @@ pub(crate) struct PoolBlock {
     origin: Origin,
 }
 
-// SAFETY: the block is plain memory owned by whoever holds the token.
+// SAFETY: The block is plain memory owned by whoever holds the token.
 unsafe impl Send for PoolBlock {}
 
 impl PoolBlock {
@@ -220,7 +220,7 @@ impl PoolBlock {
     /// Writes little-endian word `index` (the device's byte order); beyond the block, nothing.
     pub(crate) fn set(&mut self, index: usize, value: u64) {
         if index < self.origin.entries() {
-            // SAFETY: the block holds `origin.entries()` aligned u64s; the device reads it only
+            // SAFETY: The block holds `origin.entries()` aligned u64s; the device reads it only
             // after the command that points at it is submitted.
             unsafe { self.cpu.as_ptr().add(index).write(value.to_le()) };
         }
@@ -229,7 +229,7 @@ impl PoolBlock {
     /// Reads back little-endian word `index` (0 beyond the block).
     pub(crate) fn get(&self, index: usize) -> u64 {
         if index < self.origin.entries() {
-            // SAFETY: as in `set`.
+            // SAFETY: As in `set`.
             u64::from_le(unsafe { self.cpu.as_ptr().add(index).read() })
         } else {
             0
@@ -249,7 +249,7 @@ pub(crate) struct DmaPool {
 
 // SAFETY: `dma_pool_alloc` and `dma_pool_free` may be called from any context and CPU.
 unsafe impl Send for DmaPool {}
-// SAFETY: as above.
+// SAFETY: As above.
 unsafe impl Sync for DmaPool {}
 
 impl DmaPool {
@@ -271,7 +271,7 @@ impl DmaPool {
     /// A block, or `None` when memory is short (atomic allocation).
     pub(crate) fn alloc(&self) -> Option<PoolBlock> {
         let mut dma = 0;
-        // SAFETY: the pool is valid; `dma` is valid for writes.
+        // SAFETY: The pool is valid; `dma` is valid for writes.
         let cpu = unsafe { ffi::nva_dma_pool_alloc(self.pool.as_ptr(), &mut dma) };
         Some(PoolBlock {
             cpu: NonNull::new(cpu.cast::<u64>())?,
@@ -295,7 +295,7 @@ impl DmaPool {
 
 impl Drop for DmaPool {
     fn drop(&mut self) {
-        // SAFETY: made in `new`; nothing allocates from it any more. A block still out (one
+        // SAFETY: Made in `new`; nothing allocates from it any more. A block still out (one
         // `free` refused, or a holder that leaked it) keeps its page: `dma_pool_destroy`
         // reports a busy pool and leaks it.
         unsafe { bindings::dma_pool_destroy(self.pool.as_ptr()) };
@@ -318,7 +318,7 @@ pub(crate) struct SavedSegments {
     len: usize,
 }
 
-// SAFETY: the array is plain memory owned by whoever holds the token.
+// SAFETY: The array is plain memory owned by whoever holds the token.
 unsafe impl Send for SavedSegments {}
 
 impl SavedSegments {
@@ -327,7 +327,7 @@ impl SavedSegments {
         if self.len == self.origin.entries() {
             return false;
         }
-        // SAFETY: the array holds `origin.entries()` entries; `len` is below it.
+        // SAFETY: The array holds `origin.entries()` entries; `len` is below it.
         unsafe {
             self.array
                 .as_ptr()
@@ -339,7 +339,7 @@ impl SavedSegments {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = SavedSegment> + '_ {
-        // SAFETY: the first `len` entries were written by `push`.
+        // SAFETY: The first `len` entries were written by `push`.
         (0..self.len).map(|i| unsafe { self.array.as_ptr().add(i).read() })
     }
 }
@@ -355,16 +355,16 @@ pub(crate) struct SegmentPool {
     origin: Origin,
 }
 
-// SAFETY: mempools may be used from any context and CPU.
+// SAFETY: Mempools may be used from any context and CPU.
 unsafe impl Send for SegmentPool {}
-// SAFETY: as above.
+// SAFETY: As above.
 unsafe impl Sync for SegmentPool {}
 
 impl SegmentPool {
     pub(crate) fn new(f: &Function, capacity: usize) -> Result<Self> {
         let origin = Origin::new_pool(capacity)?;
         let size = capacity * core::mem::size_of::<SavedSegment>();
-        // SAFETY: creates a mempool of kmalloc'ed `size`-byte elements.
+        // SAFETY: Creates a mempool of kmalloc'ed `size`-byte elements.
         let pool = unsafe { ffi::nva_vec_pool_create(size, f.numa_node()) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
@@ -373,7 +373,7 @@ impl SegmentPool {
     }
 
     pub(crate) fn alloc(&self) -> Option<SavedSegments> {
-        // SAFETY: the pool is valid; allocation is atomic.
+        // SAFETY: The pool is valid; allocation is atomic.
         let p = unsafe { ffi::nva_vec_pool_alloc(self.pool.as_ptr()) };
         Some(SavedSegments {
             array: NonNull::new(p.cast::<SavedSegment>())?,
@@ -387,7 +387,7 @@ impl SegmentPool {
         if warn_on!(saved.origin != self.origin) {
             return;
         }
-        // SAFETY: the array came from this pool (checked above), which is alive, and is given
+        // SAFETY: The array came from this pool (checked above), which is alive, and is given
         // back once (it is consumed).
         unsafe { ffi::nva_vec_pool_free(self.pool.as_ptr(), saved.array.as_ptr().cast()) };
     }
@@ -395,7 +395,7 @@ impl SegmentPool {
 
 impl Drop for SegmentPool {
     fn drop(&mut self) {
-        // SAFETY: made in `new`; every array was given back.
+        // SAFETY: Made in `new`; every array was given back.
         unsafe { ffi::nva_vec_pool_destroy(self.pool.as_ptr()) };
     }
 }

@@ -29,7 +29,7 @@ static REGISTERED: Atomic<bool> = Atomic::new(false);
 
 impl Drop for DriverRegistration {
     fn drop(&mut self) {
-        // SAFETY: both registered in `register`, the only way to make a `DriverRegistration`;
+        // SAFETY: Both registered in `register`, the only way to make a `DriverRegistration`;
         // unbinding every controller removed their hotplug instances.
         unsafe {
             ffi::nva_unregister_driver();
@@ -54,13 +54,13 @@ pub(crate) fn register() -> Result<DriverRegistration> {
 }
 
 fn register_once() -> Result<DriverRegistration> {
-    // SAFETY: sets up glue.c's two multi-instance hotplug states, with no instance yet (no
+    // SAFETY: Sets up glue.c's two multi-instance hotplug states, with no instance yet (no
     // other registration exists: `REGISTERED`).
     kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
-    // SAFETY: registers the static driver of glue.c; its callbacks are the `nva_rust_*`
+    // SAFETY: Registers the static driver of glue.c; its callbacks are the `nva_rust_*`
     // functions, which `transport!` defines for the module's transport.
     if let Err(e) = kernel::error::to_result(unsafe { ffi::nva_register_driver() }) {
-        // SAFETY: registered above; no controller is bound, so no instance exists.
+        // SAFETY: Registered above; no controller is bound, so no instance exists.
         unsafe { ffi::nva_cpuhp_unregister() };
         return Err(e);
     }
@@ -73,7 +73,7 @@ fn register_once() -> Result<DriverRegistration> {
 ///
 /// `t` is the pointer `probe` stored, and `free_ctrl` has not run for it.
 unsafe fn transport<'a, T: Transport>(t: *mut c_void) -> &'a T {
-    // SAFETY: the pointer came from `KBox::into_raw` in `probe` and stays valid until
+    // SAFETY: The pointer came from `KBox::into_raw` in `probe` and stays valid until
     // `free_ctrl` (the caller's promise).
     unsafe { &*t.cast::<T>() }
 }
@@ -93,7 +93,7 @@ unsafe fn queue<'a, T: Transport>(q: *mut c_void) -> &'a T::Queue {
 ///
 /// Called by the PCI core, from `probe` of glue.c's driver, with the device lock held.
 pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c_ulong) -> c_int {
-    // SAFETY: the PCI core calls probe with a valid device, locked for the duration of the
+    // SAFETY: The PCI core calls probe with a valid device, locked for the duration of the
     // call: the `Core` context. `Device` is a transparent wrapper of `struct pci_dev`.
     let pdev = unsafe { &*pdev.cast::<PciDevice<Core<'_>>>() };
     from_result(|| {
@@ -106,7 +106,7 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
                 return Err(e);
             }
         };
-        // SAFETY: the transport is pinned in its box; `free_ctrl` turns the pointer back into
+        // SAFETY: The transport is pinned in its box; `free_ctrl` turns the pointer back into
         // the box.
         let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(t) });
         core.set_transport(raw.cast());
@@ -121,18 +121,18 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
         // From here on nvme-core owns the controller: its last reference frees it (and the
         // transport) through `free_ctrl`.
         if let Err(e) = core.add() {
-            // SAFETY: the reference `init` took is ours; nothing uses `core` after it.
+            // SAFETY: The reference `init` took is ours; nothing uses `core` after it.
             unsafe { core.put() };
             return Err(e);
         }
-        // SAFETY: the transport lives until `free_ctrl`, which cannot run before the two
+        // SAFETY: The transport lives until `free_ctrl`, which cannot run before the two
         // references taken by `init` and `add` are dropped below.
         let t = unsafe { &*raw };
         match t.probe(pdev) {
             Ok(()) => {
                 // The PCI callbacks (remove, PM, error recovery) find the transport from now on.
                 core.publish();
-                // SAFETY: the reference `init` took is ours; `add`'s keeps the controller for
+                // SAFETY: The reference `init` took is ours; `add`'s keeps the controller for
                 // the scan until the transport's `remove`.
                 unsafe { core.put() };
                 core.flush_scan();
@@ -155,13 +155,13 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
 ///
 /// Called by the PCI core from glue.c's `remove`, with the pointer `probe` stored.
 pub(crate) unsafe fn remove<T: Transport>(t: *mut c_void) {
-    // SAFETY: the controller is alive: the reference `nvme_add_ctrl` took is only dropped by
+    // SAFETY: The controller is alive: the reference `nvme_add_ctrl` took is only dropped by
     // `uninit` below.
     let tr = unsafe { transport::<T>(t) };
     let core = tr.core();
     core.unpublish();
     tr.remove();
-    // SAFETY: probe succeeded, so `add` did; remove runs once. It may free the transport:
+    // SAFETY: Probe succeeded, so `add` did; remove runs once. It may free the transport:
     // nothing touches it afterwards.
     unsafe { core.uninit() };
 }
@@ -174,7 +174,7 @@ macro_rules! forward {
         /// Called from glue.c with the transport pointer `probe` stored, while the
         /// controller is alive.
         pub(crate) unsafe fn $name<T: Transport>(t: *mut c_void $(, $arg: $ty)*) -> $ret {
-            // SAFETY: the caller's promise.
+            // SAFETY: The caller's promise.
             let $t = unsafe { transport::<T>(t) };
             $body
         }
@@ -214,7 +214,7 @@ forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
 ///
 /// As for the functions made by `forward!`; `val` is valid for writes.
 pub(crate) unsafe fn reg_read32<T: Transport>(t: *mut c_void, off: u32, val: *mut u32) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let t = unsafe { transport::<T>(t) };
     from_result(|| {
         let v = t.reg_read32(off)?;
@@ -228,7 +228,7 @@ pub(crate) unsafe fn reg_read32<T: Transport>(t: *mut c_void, off: u32, val: *mu
 ///
 /// As for [`reg_read32`].
 pub(crate) unsafe fn reg_read64<T: Transport>(t: *mut c_void, off: u32, val: *mut u64) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let t = unsafe { transport::<T>(t) };
     from_result(|| {
         let v = t.reg_read64(off)?;
@@ -246,7 +246,7 @@ forward!(reg_write32(off: u32, val: u32) -> c_int => |t| {
 ///
 /// Called from glue.c's `free_ctrl` with the pointer `probe` stored, once.
 pub(crate) unsafe fn free_ctrl<T: Transport>(t: *mut c_void) {
-    // SAFETY: the pointer came from `KBox::into_raw` in `probe`; nvme-core calls free_ctrl
+    // SAFETY: The pointer came from `KBox::into_raw` in `probe`; nvme-core calls free_ctrl
     // once, after its last reference is gone, so nothing else uses the transport.
     drop(unsafe { KBox::from_raw(t.cast::<T>()) });
 }
@@ -259,7 +259,7 @@ pub(crate) unsafe fn init_hctx<T: Transport>(
     qid: c_uint,
     tags: *mut bindings::blk_mq_tags,
 ) -> *mut c_void {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let t = unsafe { transport::<T>(t) };
     let Some(tags) = NonNull::new(tags) else {
         return core::ptr::null_mut();
@@ -277,7 +277,7 @@ pub(crate) unsafe fn init_hctx<T: Transport>(
 ///
 /// Called by blk-mq (`map_queues`) for the I/O tag set of a live controller.
 pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings::blk_mq_tag_set) {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let t = unsafe { transport::<T>(t) };
     // SAFETY: blk-mq holds the tag set for the duration of the call.
     let mut maps = unsafe { blk::QueueMaps::from_raw(set, t.core().raw()) };
@@ -289,7 +289,7 @@ pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings
 /// Called by blk-mq (`init_request`) for a new request of a tag set of `T`, after glue.c set
 /// up nvme-core's part of its PDU.
 pub(crate) unsafe fn init_request<T: Transport>(rq: *mut bindings::request) {
-    // SAFETY: the request is the driver's for the call; its tag set carries `T::Iod` PDUs.
+    // SAFETY: The request is the driver's for the call; its tag set carries `T::Iod` PDUs.
     let mut rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
     rq.init_pdu();
 }
@@ -302,7 +302,7 @@ pub(crate) unsafe fn queue_rq<T: Transport>(
     rq: *mut bindings::request,
     last: bool,
 ) -> u8 {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let q = unsafe { queue::<T>(q) };
     // SAFETY: blk-mq hands the request to the driver: it is ours until we complete it.
     let rq = unsafe { blk::Request::from_raw(rq) };
@@ -326,7 +326,7 @@ pub(crate) unsafe fn queue_rqs<T: Transport>(list: *mut bindings::rq_list) {
 ///
 /// Called by blk-mq (`commit_rqs`) with a queue from [`init_hctx`].
 pub(crate) unsafe fn commit_rqs<T: Transport>(q: *mut c_void) {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     T::commit_rqs(unsafe { queue::<T>(q) });
 }
 
@@ -334,9 +334,9 @@ pub(crate) unsafe fn commit_rqs<T: Transport>(q: *mut c_void) {
 ///
 /// Called by blk-mq (`complete`) with a request whose command completed.
 pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
-    // SAFETY: the request is the driver's until it is ended.
+    // SAFETY: The request is the driver's until it is ended.
     let rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
-    // SAFETY: the request belongs to a tag set of `T`; the reference ends with the call.
+    // SAFETY: The request belongs to a tag set of `T`; the reference ends with the call.
     let q = unsafe { rq.queue::<T>() };
     T::complete_rq(q, rq);
 }
@@ -345,12 +345,12 @@ pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
 ///
 /// Called by blk-mq (`timeout`) with a queue from [`init_hctx`] and one of its requests.
 pub(crate) unsafe fn timeout<T: Transport>(q: *mut c_void, rq: *mut bindings::request) -> bool {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let q = unsafe { queue::<T>(q) };
-    // SAFETY: the timeout handler holds the request for the duration of the call, while
+    // SAFETY: The timeout handler holds the request for the duration of the call, while
     // the command may still complete; `InFlight` gives no access to the transport's data.
     let rq = unsafe { blk::InFlight::from_raw(rq) };
-    // SAFETY: the request belongs to a live controller of transport `T`.
+    // SAFETY: The request belongs to a live controller of transport `T`.
     let t = unsafe { transport::<T>(rq.transport_ptr()) };
     t.timeout(q, rq)
 }
@@ -362,9 +362,9 @@ pub(crate) unsafe fn poll<T: Transport>(
     q: *mut c_void,
     iob: *mut bindings::io_comp_batch,
 ) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: The caller's promise.
     let q = unsafe { queue::<T>(q) };
-    // SAFETY: the batch, when given, is valid for the duration of the call.
+    // SAFETY: The batch, when given, is valid for the duration of the call.
     let mut batch = unsafe { blk::Batch::from_raw(iob) };
     T::poll(q, &mut batch)
 }

@@ -29,7 +29,7 @@ pub(crate) unsafe trait HasPollTimer: Expiry + Sized {
     // A method of the owner, not of the timer: only a timer inside its owner can be armed, so
     // an expiry always finds the owner at `OFFSET` before the timer.
     fn start_poll_timer(&self, ns: u64) {
-        // SAFETY: a `PollTimer<Self>` field lives at `OFFSET` in `Self` (the trait's promise),
+        // SAFETY: A `PollTimer<Self>` field lives at `OFFSET` in `Self` (the trait's promise),
         // so the address is inside `self` and the timer lives as long as `self`.
         let timer = unsafe {
             &*core::ptr::from_ref(self)
@@ -54,9 +54,9 @@ pub(crate) struct PollTimer<T: HasPollTimer> {
     _owner: core::marker::PhantomData<T>,
 }
 
-// SAFETY: the C timer is locked by the hrtimer core; the owner is `Sync`.
+// SAFETY: The C timer is locked by the hrtimer core; the owner is `Sync`.
 unsafe impl<T: HasPollTimer> Send for PollTimer<T> {}
-// SAFETY: as above.
+// SAFETY: As above.
 unsafe impl<T: HasPollTimer> Sync for PollTimer<T> {}
 
 const MODE: bindings::hrtimer_mode = bindings::hrtimer_mode_HRTIMER_MODE_REL_PINNED;
@@ -83,7 +83,7 @@ impl<T: HasPollTimer> PollTimer<T> {
     ///
     /// Called by the hrtimer core for a timer set up in `new`.
     unsafe extern "C" fn expiry(t: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
-        // SAFETY: the timer is the first field of the `repr(C)` `PollTimer`, itself the field
+        // SAFETY: The timer is the first field of the `repr(C)` `PollTimer`, itself the field
         // of a live `T` at `T::OFFSET`: only its owner arms it (type invariant), and the owner
         // cancels it before it goes, since dropping the `PollTimer` cancels it.
         let owner = unsafe { &*t.cast::<u8>().sub(T::OFFSET).cast::<T>() };
@@ -95,7 +95,7 @@ impl<T: HasPollTimer> PollTimer<T> {
     /// Arms the timer to fire `ns` from now on this CPU (see
     /// [`HasPollTimer::start_poll_timer`]).
     fn start(&self, ns: u64) {
-        // SAFETY: the timer is initialised (type invariant); starting it is allowed from any
+        // SAFETY: The timer is initialised (type invariant); starting it is allowed from any
         // context, including its callback.
         unsafe {
             bindings::hrtimer_start_range_ns(
@@ -109,7 +109,7 @@ impl<T: HasPollTimer> PollTimer<T> {
 
     /// Cancels the timer, waiting for a running expiry to return. Process context.
     pub(crate) fn cancel(&self) {
-        // SAFETY: the timer is initialised (type invariant).
+        // SAFETY: The timer is initialised (type invariant).
         unsafe { bindings::hrtimer_cancel(self.timer.get()) };
     }
 }

@@ -70,20 +70,20 @@ impl Irq {
 
     /// Masks the vector and waits for a running handler to return. Process context.
     pub(crate) fn mask(self) {
-        // SAFETY: as above; the caller is not the handler (it would wait for itself).
+        // SAFETY: As above; the caller is not the handler (it would wait for itself).
         unsafe { bindings::disable_irq(self.0) };
     }
 
     /// Undoes one `mask`/`mask_nosync`; a message that arrived while masked is delivered now.
     pub(crate) fn unmask(self) {
-        // SAFETY: the caller balances it with an earlier mask; `enable_irq` is allowed in
+        // SAFETY: The caller balances it with an earlier mask; `enable_irq` is allowed in
         // interrupt context for MSI-X.
         unsafe { bindings::enable_irq(self.0) };
     }
 
     /// Waits until a running handler of the vector has returned.
     pub(crate) fn synchronize(self) {
-        // SAFETY: any interrupt number is accepted.
+        // SAFETY: Any interrupt number is accepted.
         unsafe { bindings::synchronize_irq(self.0) };
     }
 }
@@ -96,12 +96,12 @@ struct IrqLine {
     _name: CString,
 }
 
-// SAFETY: the line is only freed through the IRQ core, from any CPU.
+// SAFETY: The line is only freed through the IRQ core, from any CPU.
 unsafe impl Send for IrqLine {}
 
 impl Drop for IrqLine {
     fn drop(&mut self) {
-        // SAFETY: requested in `LineSlot::request` with this cookie; waits for a running
+        // SAFETY: Requested in `LineSlot::request` with this cookie; waits for a running
         // handler.
         unsafe { bindings::free_irq(self.irq.0, self.cookie.as_ptr()) };
     }
@@ -193,7 +193,7 @@ macro_rules! irq_and_timer_owner {
             }
         }
 
-        // SAFETY: the timer lies `TIMER_OFFSET` into `$field`, the first field of `$t`, which
+        // SAFETY: The timer lies `TIMER_OFFSET` into `$field`, the first field of `$t`, which
         // has no drop of its own (as above): dropping it cancels the timer, waiting for a
         // running expiry, before any other field goes (after the line, which it leaves freed).
         unsafe impl $crate::sys::hrtimer::HasPollTimer for $t {
@@ -221,7 +221,7 @@ unsafe extern "C" fn trampoline<H: Handler>(
     // `free_irq`, which its drop calls first.
     let handler = unsafe { &*cookie.cast::<H>() };
     #[cfg(not(CONFIG_PREEMPT_RT))]
-    // SAFETY: without PREEMPT_RT a handler runs with local interrupts disabled: in hard-IRQ
+    // SAFETY: Without PREEMPT_RT a handler runs with local interrupts disabled: in hard-IRQ
     // context, or in the thread `threadirqs` forces it into, where `irq_forced_thread_fn`
     // disables them around it. The token lives only for this call.
     let irqs_off = unsafe { kernel::interrupt::LocalInterruptDisabled::assume_disabled() };

@@ -43,7 +43,7 @@ pub(crate) enum State {
 
 impl State {
     fn to_raw(self) -> c_int {
-        // SAFETY: the constants are initialised statics of glue.c.
+        // SAFETY: The constants are initialised statics of glue.c.
         unsafe {
             match self {
                 Self::New => ffi::nva_state_new,
@@ -107,7 +107,7 @@ pub(crate) enum Quirk {
 
 impl Quirk {
     fn bit(self) -> u64 {
-        // SAFETY: the constants are initialised statics of glue.c.
+        // SAFETY: The constants are initialised statics of glue.c.
         let bit = unsafe {
             match self {
                 Self::QueueDepthOne => ffi::nva_quirk_qdepth_one,
@@ -143,26 +143,26 @@ impl Quirks {
 
 /// Blk-mq hardware queues: one per possible CPU.
 pub(crate) fn possible_queues() -> u32 {
-    // SAFETY: reads the CPU masks only.
+    // SAFETY: Reads the CPU masks only.
     unsafe { ffi::nva_possible_queues() }
 }
 
 /// The admin queue's depth, and the command identifier of the asynchronous event request.
 pub(crate) fn admin_queue_depth() -> u16 {
-    // SAFETY: an initialised static of glue.c.
+    // SAFETY: An initialised static of glue.c.
     unsafe { ffi::nva_aq_depth as u16 }
 }
 
 /// The command identifier nvme-core reserves for the Asynchronous Event Request.
 pub(crate) fn aen_command_id() -> u16 {
-    // SAFETY: an initialised static of glue.c.
+    // SAFETY: An initialised static of glue.c.
     unsafe { ffi::nva_aq_blk_mq_depth as u16 }
 }
 
 /// Whether completion `cid` on queue `qid` is an asynchronous event (it has no request).
 pub(crate) fn is_aen(qid: u16, cid: u16) -> bool {
     // Only the admin queue carries them: asking here first spares each I/O completion a call.
-    // SAFETY: a pure function of its arguments.
+    // SAFETY: A pure function of its arguments.
     qid == 0 && unsafe { ffi::nva_is_aen_cid(qid, cid) }
 }
 
@@ -177,7 +177,7 @@ pub(crate) struct Ctrl(NonNull<ffi::NvaCtrl>);
 
 // SAFETY: nvme-core's controller is used from any context and CPU; it serialises what needs it.
 unsafe impl Send for Ctrl {}
-// SAFETY: as above.
+// SAFETY: As above.
 unsafe impl Sync for Ctrl {}
 
 macro_rules! calls {
@@ -185,7 +185,7 @@ macro_rules! calls {
         $(
             $(#[$m])*
             pub(crate) fn $name(self) {
-                // SAFETY: the controller is valid (type invariant); nvme-core allows the call
+                // SAFETY: The controller is valid (type invariant); nvme-core allows the call
                 // from the transport in any state.
                 unsafe { ffi::$ffi(self.raw()) }
             }
@@ -211,22 +211,22 @@ impl Ctrl {
     ///
     /// nvme-core never took the controller (`init` was not called, or failed).
     pub(super) unsafe fn free_unused(self) {
-        // SAFETY: the caller's promise; nothing else holds the controller.
+        // SAFETY: The caller's promise; nothing else holds the controller.
         unsafe { ffi::nva_ctrl_free_unused(self.raw()) };
     }
 
     pub(super) fn set_transport(self, t: *mut c_void) {
-        // SAFETY: the controller is valid; glue.c only stores the pointer.
+        // SAFETY: The controller is valid; glue.c only stores the pointer.
         unsafe { ffi::nva_ctrl_set_transport(self.raw(), t) };
     }
 
     pub(super) fn init(self, quirks: u64) -> Result {
-        // SAFETY: the controller is valid and not yet initialised.
+        // SAFETY: The controller is valid and not yet initialised.
         to_result(unsafe { ffi::nva_ctrl_init(self.raw(), quirks as usize) })
     }
 
     pub(super) fn add(self) -> Result {
-        // SAFETY: the controller is initialised.
+        // SAFETY: The controller is initialised.
         to_result(unsafe { ffi::nva_ctrl_add(self.raw()) })
     }
 
@@ -237,7 +237,7 @@ impl Ctrl {
     /// The caller holds that reference and gives it up: the controller, and with it the
     /// transport, may be freed when this returns if no other reference is left.
     pub(super) unsafe fn put(self) {
-        // SAFETY: the controller is valid; the caller's promise.
+        // SAFETY: The controller is valid; the caller's promise.
         unsafe { ffi::nva_ctrl_put(self.raw()) }
     }
 
@@ -248,20 +248,20 @@ impl Ctrl {
     /// `add` succeeded and this is the only call; as for [`Ctrl::put`], the controller may be
     /// freed when this returns.
     pub(super) unsafe fn uninit(self) {
-        // SAFETY: the controller is valid; the caller's promise.
+        // SAFETY: The controller is valid; the caller's promise.
         unsafe { ffi::nva_ctrl_uninit(self.raw()) }
     }
 
     /// Makes the controller the PCI device's driver data, for the PCI callbacks (once probe
     /// succeeded).
     pub(super) fn publish(self) {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_publish(self.raw()) }
     }
 
     /// Undoes `publish` (at the start of remove).
     pub(super) fn unpublish(self) {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_unpublish(self.raw()) }
     }
 
@@ -302,41 +302,41 @@ impl Ctrl {
 
     /// The `N` of `nvmeN`.
     pub(crate) fn instance(self) -> u32 {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_instance(self.raw()) as u32 }
     }
 
     pub(crate) fn state(self) -> State {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         State::from_raw(unsafe { ffi::nva_ctrl_state(self.raw()) })
     }
 
     /// Moves to `state` if nvme-core's state machine allows it from the current one.
     pub(crate) fn change_state(self, state: State) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_change_state(self.raw(), state.to_raw()) }
     }
 
     /// In a state the controller never leaves for live again.
     pub(crate) fn is_terminal(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_state_terminal(self.raw()) }
     }
 
     pub(crate) fn has_quirk(self, quirk: Quirk) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         Quirks(unsafe { ffi::nva_ctrl_quirks(self.raw()) } as u64).has(quirk)
     }
 
     pub(crate) fn set_cap(self, cap: u64) {
-        // SAFETY: the controller is valid; the transport owns this field.
+        // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_cap(self.raw(), cap) }
     }
 
     /// Tells nvme-core how many queues have memory (admin included); it sizes the I/O tag set
     /// from that (`ctrl.queue_count`).
     pub(crate) fn set_allocated_queues(self, n: u32) {
-        // SAFETY: the controller is valid; the transport owns this field.
+        // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_queue_count_field(self.raw(), n) }
     }
 
@@ -345,85 +345,85 @@ impl Ctrl {
     /// generation that tells a stale completion from a current one.
     pub(crate) fn set_sqsize(self, sqsize: u16) {
         const MAX_SQSIZE: u16 = (1 << 12) - 1;
-        // SAFETY: the controller is valid; the transport owns this field.
+        // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_sqsize(self.raw(), sqsize.min(MAX_SQSIZE)) }
     }
 
     pub(crate) fn set_limits(self, max_hw_sectors: u32, max_segments: u32, max_integrity: u32) {
-        // SAFETY: the controller is valid; the transport owns these fields.
+        // SAFETY: The controller is valid; the transport owns these fields.
         unsafe { ffi::nva_ctrl_set_limits(self.raw(), max_hw_sectors, max_segments, max_integrity) }
     }
 
     pub(crate) fn set_max_integrity_segments(self, n: u32) {
-        // SAFETY: the controller is valid; the transport owns this field.
+        // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_max_integrity_segments(self.raw(), n) }
     }
 
     pub(crate) fn set_numa_node(self, node: i32) {
-        // SAFETY: the controller is valid; the transport owns this field.
+        // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_numa_node(self.raw(), node) }
     }
 
     /// Whether nvme-core last wrote CC with EN set.
     pub(crate) fn is_enabled(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_enabled(self.raw()) }
     }
 
     /// Whether nvme-core last shut the controller down with a normal shutdown notification.
     pub(crate) fn was_shut_down(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_shut_down(self.raw()) }
     }
 
     /// Whether the controller offers shadow doorbells (Doorbell Buffer Config).
     pub(crate) fn supports_dbbuf(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_dbbuf_supported(self.raw()) }
     }
 
     pub(crate) fn supports_sgl(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_sgl_supported(self.raw()) }
     }
 
     pub(crate) fn supports_meta_sgl(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_meta_sgl_supported(self.raw()) }
     }
 
     /// The highest power state (Identify Controller NPSS).
     pub(crate) fn npss(self) -> u8 {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_npss(self.raw()) }
     }
 
     /// nvme-core's admin command timeout, in jiffies.
     pub(crate) fn admin_timeout(self) -> usize {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_admin_timeout(self.raw()) as usize }
     }
 
     pub(crate) fn has_io_tag_set(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_has_io_tagset(self.raw()) }
     }
 
     /// How many queue maps the I/O tag set was made with (0 without one).
     pub(crate) fn io_tag_set_maps(self) -> u32 {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_io_tagset_maps(self.raw()) }
     }
 
     /// Whether the admin request queue exists.
     pub(crate) fn has_admin_queue(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_has_admin_queue(self.raw()) }
     }
 
     /// Whether the admin request queue exists and is not being torn down.
     pub(crate) fn admin_queue_usable(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_admin_queue_usable(self.raw()) }
     }
 
@@ -431,7 +431,7 @@ impl Ctrl {
     /// from now on, until [`Ctrl::unwatch_cpus`]; `EINVAL` before the controller has its
     /// transport, `EBUSY` if it watches already.
     pub(crate) fn watch_cpus(self) -> Result {
-        // SAFETY: the controller is valid; glue.c checks that its transport is set, and its
+        // SAFETY: The controller is valid; glue.c checks that its transport is set, and its
         // callbacks reach the transport only while the instances are added.
         to_result(unsafe { ffi::nva_ctrl_watch_cpus(self.raw()) })
     }
@@ -439,43 +439,43 @@ impl Ctrl {
     /// Stops the hotplug callbacks; none runs any more when this returns. Nothing if they are
     /// stopped; the controller's free stops them at the latest.
     pub(crate) fn unwatch_cpus(self) {
-        // SAFETY: the controller is valid; glue.c knows whether it watches CPUs.
+        // SAFETY: The controller is valid; glue.c knows whether it watches CPUs.
         unsafe { ffi::nva_ctrl_unwatch_cpus(self.raw()) }
     }
 
     /// Sets CC (EN included) and waits for CSTS.RDY, as nvme-core does it.
     pub(crate) fn enable(self) -> Result {
-        // SAFETY: the controller is valid; nvme-core serialises register access itself.
+        // SAFETY: The controller is valid; nvme-core serialises register access itself.
         to_result(unsafe { ffi::nva_ctrl_enable(self.raw()) })
     }
 
     /// Clears CC.EN, or with `shutdown` sends a normal shutdown notification, and waits.
     pub(crate) fn disable(self, shutdown: bool) -> Result {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         to_result(unsafe { ffi::nva_ctrl_disable(self.raw(), shutdown) })
     }
 
     /// Identifies the controller and sets up what nvme-core derives from it.
     pub(crate) fn init_finish(self, was_suspended: bool) -> Result {
-        // SAFETY: the controller is valid and its admin queue is live.
+        // SAFETY: The controller is valid and its admin queue is live.
         to_result(unsafe { ffi::nva_ctrl_init_finish(self.raw(), was_suspended) })
     }
 
     /// Waits while a reset is in progress; false if the controller left for a terminal state.
     pub(crate) fn wait_reset(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_wait_reset(self.raw()) }
     }
 
     /// Queues the reset work of a controller in the resetting state.
     pub(crate) fn try_sched_reset(self) -> Result {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         to_result(unsafe { ffi::nva_ctrl_try_sched_reset(self.raw()) })
     }
 
     /// Waits up to the I/O timeout for entered requests to finish; false if time ran out.
     pub(crate) fn wait_freeze_timeout(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_wait_freeze_timeout(self.raw()) > 0 }
     }
 
@@ -483,7 +483,7 @@ impl Ctrl {
     /// controller grants (0 when it refuses, leaving an admin-only controller).
     pub(crate) fn set_queue_count(self, count: u32) -> Result<u32> {
         let mut n = count as c_int;
-        // SAFETY: the controller is valid and `n` is valid for writes.
+        // SAFETY: The controller is valid and `n` is valid for writes.
         to_result(unsafe { ffi::nva_ctrl_set_queue_count(self.raw(), &mut n) })?;
         Ok(n.max(0) as u32)
     }
@@ -491,7 +491,7 @@ impl Ctrl {
     /// Get Features: the NVMe status (0 is success) and the result dword.
     pub(crate) fn get_features(self, feature: Feature) -> Result<(u32, u32)> {
         let mut result = 0;
-        // SAFETY: the controller is valid and `result` is valid for writes; the feature has
+        // SAFETY: The controller is valid and `result` is valid for writes; the feature has
         // no data buffer, which glue.c does not give.
         let ret = unsafe { ffi::nva_ctrl_get_features(self.raw(), feature.id(), &mut result) };
         to_result(ret.min(0))?;
@@ -500,7 +500,7 @@ impl Ctrl {
 
     /// Set Features to `value`: the NVMe status (0 is success).
     pub(crate) fn set_features(self, feature: Feature, value: u32) -> Result<u32> {
-        // SAFETY: the controller is valid; the feature has no data buffer, which glue.c does
+        // SAFETY: The controller is valid; the feature has no data buffer, which glue.c does
         // not give.
         let ret = unsafe { ffi::nva_ctrl_set_features(self.raw(), feature.id(), value) };
         to_result(ret.min(0))?;
@@ -509,7 +509,7 @@ impl Ctrl {
 
     /// Runs an admin command and waits for it: the NVMe status (0 is success).
     pub(crate) fn submit_sync(self, cmd: &Command) -> Result<u32> {
-        // SAFETY: the controller is valid; `cmd` is a 64-byte NVMe command (glue.c checks the
+        // SAFETY: The controller is valid; `cmd` is a 64-byte NVMe command (glue.c checks the
         // size of `struct nvme_command` at build time) that glue.c copies before use.
         let ret = unsafe { ffi::nva_ctrl_submit_sync(self.raw(), core::ptr::from_ref(cmd).cast()) };
         to_result(ret.min(0))?;
@@ -518,13 +518,13 @@ impl Ctrl {
 
     /// Hands the completion of an Asynchronous Event Request to nvme-core.
     pub(crate) fn complete_aen(self, status: u16, result: u64) {
-        // SAFETY: the controller is valid; nvme-core allows this from interrupt context.
+        // SAFETY: The controller is valid; nvme-core allows this from interrupt context.
         unsafe { ffi::nva_ctrl_complete_aen(self.raw(), status, result) }
     }
 
     /// Takes one of the controller's Abort slots (Identify ACL); false when none is left.
     pub(crate) fn abort_limit_take(self) -> bool {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         unsafe { ffi::nva_ctrl_abort_limit_take(self.raw()) }
     }
 
@@ -532,7 +532,7 @@ impl Ctrl {
     /// the controller has one.
     pub(crate) fn alloc_admin_tag_set<T: TagSetTypes>(self) -> Result {
         blk::check_pdu::<T::Iod>();
-        // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
+        // SAFETY: The controller is valid; the size covers the transport's part of the PDU;
         // glue.c refuses to set up a tag set in use again.
         to_result(unsafe {
             ffi::nva_alloc_admin_tag_set(self.raw(), core::mem::size_of::<T::Iod>())
@@ -543,7 +543,7 @@ impl Ctrl {
     /// `T::Iod`; `EBUSY` while the controller has one.
     pub(crate) fn alloc_io_tag_set<T: TagSetTypes>(self, nr_maps: u32) -> Result {
         blk::check_pdu::<T::Iod>();
-        // SAFETY: the controller is valid; the size covers the transport's part of the PDU;
+        // SAFETY: The controller is valid; the size covers the transport's part of the PDU;
         // glue.c refuses to set up a tag set in use again.
         to_result(unsafe {
             ffi::nva_alloc_io_tag_set(self.raw(), nr_maps, core::mem::size_of::<T::Iod>())
@@ -553,21 +553,21 @@ impl Ctrl {
     /// Changes the number of hardware queues of the I/O tag set (frozen queues only); nothing
     /// without one.
     pub(crate) fn update_nr_hw_queues(self, nr: u32) {
-        // SAFETY: the controller is valid; glue.c checks that it has an I/O tag set.
+        // SAFETY: The controller is valid; glue.c checks that it has an I/O tag set.
         unsafe { ffi::nva_update_nr_hw_queues(self.raw(), nr) }
     }
 
     /// Sends an Abort for `rq`'s command on queue `sqid`, without waiting; the transport's
     /// `abort_done` runs when it completes.
     pub(crate) fn submit_abort<P>(self, rq: &blk::Request<P>, sqid: u16) -> Result {
-        // SAFETY: the controller is valid; `rq` is in flight on this controller.
+        // SAFETY: The controller is valid; `rq` is in flight on this controller.
         to_result(unsafe { ffi::nva_submit_abort(self.raw(), rq.raw(), sqid) })
     }
 
     /// Sends Delete I/O SQ (`opcode` 0) or CQ (4) for `qid` without waiting; the transport's
     /// `delete_done` runs with `qid` when it ends.
     pub(crate) fn submit_delete_queue(self, opcode: u8, qid: u16) -> Result {
-        // SAFETY: the controller is valid.
+        // SAFETY: The controller is valid.
         to_result(unsafe { ffi::nva_submit_delete_queue(self.raw(), opcode, qid) })
     }
 }

@@ -85,7 +85,7 @@ unsafe extern "C" fn set(val: *const c_char, kp: *const bindings::kernel_param) 
         let text = if val.is_null() {
             c""
         } else {
-            // SAFETY: as above.
+            // SAFETY: As above.
             unsafe { CStr::from_char_ptr(val) }
         };
         pr_err!(
@@ -105,7 +105,7 @@ unsafe extern "C" fn set(val: *const c_char, kp: *const bindings::kernel_param) 
 
 struct Ops(bindings::kernel_param_ops);
 
-// SAFETY: never written; holds only function pointers.
+// SAFETY: Never written; holds only function pointers.
 unsafe impl Sync for Ops {}
 
 static OPS: Ops = Ops(bindings::kernel_param_ops {
@@ -161,7 +161,7 @@ impl<const N: usize> Names<N> {
 /// The `kernel_param` entries, for the `__param` section.
 pub(crate) struct Table<const N: usize>([bindings::kernel_param; N]);
 
-// SAFETY: the table is only read (by the module loader and sysfs); the values it points to are
+// SAFETY: The table is only read (by the module loader and sysfs); the values it points to are
 // atomics.
 unsafe impl<const N: usize> Sync for Table<N> {}
 

@@ -30,7 +30,7 @@ pub(crate) enum ChannelState {
 
 impl ChannelState {
     pub(super) fn from_raw(raw: u32) -> Self {
-        // SAFETY: initialised statics of glue.c.
+        // SAFETY: Initialised statics of glue.c.
         let (normal, frozen) = unsafe { (ffi::nva_channel_normal, ffi::nva_channel_frozen) };
         if raw == normal {
             Self::Normal
@@ -53,7 +53,7 @@ pub(crate) enum ErsResult {
 
 impl ErsResult {
     pub(super) fn to_raw(self) -> u32 {
-        // SAFETY: initialised statics of glue.c.
+        // SAFETY: Initialised statics of glue.c.
         unsafe {
             match self {
                 Self::CanRecover => ffi::nva_ers_can_recover,
@@ -96,7 +96,7 @@ impl Function {
     /// The driver is bound to the function, and stays bound for the returned lifetime.
     pub(super) unsafe fn as_bound(&self) -> &Device<Bound> {
         let dev: &Device = self.0.as_ref();
-        // SAFETY: the caller's promise.
+        // SAFETY: The caller's promise.
         unsafe { dev.as_bound() }
     }
 

@@ -14,9 +14,9 @@ pub(crate) struct Waiter {
     done: Opaque<bindings::completion>,
 }
 
-// SAFETY: a completion is made to be signalled and waited for from any CPU and context.
+// SAFETY: A completion is made to be signalled and waited for from any CPU and context.
 unsafe impl Send for Waiter {}
-// SAFETY: as above.
+// SAFETY: As above.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
@@ -32,19 +32,19 @@ impl Waiter {
         // `reinit_completion`, not `init_completion`: a signal still in flight then at worst
         // counts for the next wait instead of finding the wait queue's lock re-initialised
         // under it.
-        // SAFETY: the completion is initialised.
+        // SAFETY: The completion is initialised.
         unsafe { ffi::nva_reinit_completion(self.done.get()) };
     }
 
     pub(crate) fn complete(&self) {
-        // SAFETY: the completion is initialised.
+        // SAFETY: The completion is initialised.
         unsafe { bindings::complete(self.done.get()) };
     }
 
     /// Waits for the signal as I/O wait, at most `timeout` jiffies; returns the jiffies left
     /// (0: timed out).
     pub(crate) fn wait_io_timeout(&self, timeout: usize) -> usize {
-        // SAFETY: the completion is initialised; sleeping is allowed here (process context).
+        // SAFETY: The completion is initialised; sleeping is allowed here (process context).
         unsafe { bindings::wait_for_completion_io_timeout(self.done.get(), timeout) as usize }
     }
 }
