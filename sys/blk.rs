@@ -2,6 +2,9 @@
 
 //! blk-mq as an NVMe transport sees it: requests (with nvme-core's command and the transport's
 //! per-request data), hardware queue tags, completion batches, request lists and queue maps.
+//!
+//! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h) and
+//! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
 use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic, warn_on};

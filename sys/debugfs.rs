@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The module's debugfs directory, where each controller keeps its statistics.
+//!
+//! C header: [`include/linux/debugfs.h`](srctree/include/linux/debugfs.h)
 
 use kernel::{
     debugfs,

@@ -3,6 +3,12 @@
 //! DMA for request data: the block layer's mapping iterators, the single-segment fast path,
 //! DMA pools for PRP lists and SGL descriptors, and a pool of arrays that remember mapped
 //! segments for unmapping.
+//!
+//! C headers: [`include/linux/blk-mq-dma.h`](srctree/include/linux/blk-mq-dma.h),
+//! [`include/linux/dma-mapping.h`](srctree/include/linux/dma-mapping.h),
+//! [`include/linux/dmapool.h`](srctree/include/linux/dmapool.h),
+//! [`include/linux/mempool.h`](srctree/include/linux/mempool.h) and
+//! [`include/linux/pci-p2pdma.h`](srctree/include/linux/pci-p2pdma.h)
 
 use core::ptr::NonNull;
 use kernel::{

@@ -5,6 +5,11 @@
 //! `glue.c` calls functions named `nva_rust_*`; [`transport!`](crate::transport) defines them
 //! for the transport type, each forwarding to the generic function of the same name here, which
 //! turns the raw pointers into the safe types of this layer.
+//!
+//! C headers: [`include/linux/pci.h`](srctree/include/linux/pci.h),
+//! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h),
+//! [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h) and
+//! [`include/linux/cpuhotplug.h`](srctree/include/linux/cpuhotplug.h)
 
 use core::ptr::NonNull;
 use kernel::{

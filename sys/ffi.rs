@@ -5,6 +5,8 @@
 //!
 //! `improper_ctypes` is allowed as in the kernel crate's bindings: bindgen gives some kernel
 //! structs (lockdep keys, empty arrays) zero-sized fields, which only ever sit behind pointers.
+//!
+//! C header: `sys/glue.h`
 
 #![allow(improper_ctypes)]
 

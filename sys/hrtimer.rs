@@ -7,6 +7,8 @@
 //! mode is `HRTIMER_MODE_REL_PINNED`: the expiry runs in hard-IRQ context on the CPU that armed
 //! it, like the interrupt handler it stands in for; on PREEMPT_RT the kernel moves it to
 //! softirq context, which completing block requests needs there.
+//!
+//! C header: [`include/linux/hrtimer.h`](srctree/include/linux/hrtimer.h)
 
 use kernel::{bindings, prelude::*, types::Opaque};
 

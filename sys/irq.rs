@@ -6,6 +6,9 @@
 //! cannot ask for managed affinity with a pre-vector) and has no per-vector disable/enable, so
 //! this file wraps `request_irq`/`free_irq` and the masking calls itself. A line lives in a
 //! [`LineSlot`] inside its handler, so that it cannot outlive it.
+//!
+//! C headers: [`include/linux/interrupt.h`](srctree/include/linux/interrupt.h) and
+//! [`include/linux/irq.h`](srctree/include/linux/irq.h)
 
 use core::{ffi::c_void, marker::PhantomData, ops::DerefMut, ptr::NonNull};
 use kernel::{

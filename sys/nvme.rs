@@ -2,6 +2,8 @@
 
 //! nvme-core's controller (`struct nvme_ctrl`, inside glue.c's `struct nva_ctrl`): its state
 //! machine, the calls a PCI transport makes, and the fields it reads and sets.
+//!
+//! C header: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 use core::ptr::NonNull;
 use kernel::{

@@ -10,6 +10,8 @@
 //!
 //! `params.rs` declares the statics, built by the const functions here: [`Param`]s, their
 //! [`Names`], the [`Table`] the module loader reads and the [`ModInfo`] lines `modinfo` shows.
+//!
+//! C header: [`include/linux/moduleparam.h`](srctree/include/linux/moduleparam.h)
 
 use kernel::ffi::{c_char, c_int};
 use kernel::{

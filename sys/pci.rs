@@ -6,6 +6,9 @@
 //! The kernel crate ties these to the probe and unbind callbacks; an NVMe transport also
 //! disables and re-enables the function from reset work and error recovery, so [`Function`]
 //! wraps the C calls for any context the driver is bound in.
+//!
+//! C headers: [`include/linux/pci.h`](srctree/include/linux/pci.h) and
+//! [`include/linux/dma-mapping.h`](srctree/include/linux/dma-mapping.h)
 
 use kernel::{
     bindings,

@@ -2,6 +2,8 @@
 
 //! A completion that can be waited for with a timeout and used again (the kernel crate's
 //! `Completion` has neither).
+//!
+//! C header: [`include/linux/completion.h`](srctree/include/linux/completion.h)
 
 use kernel::{bindings, prelude::*, types::Opaque};
 
