@@ -9,8 +9,11 @@ use crate::{
     sys::{
         blk::OwnedBatch,
         cpu,
-        hrtimer::{Expiry, HasPollTimer},
-    },
+        hrtimer::{
+            Expiry,
+            HasPollTimer, //
+        }, //
+    }, //
 };
 
 impl Expiry for Queue {

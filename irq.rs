@@ -12,8 +12,11 @@ use crate::{
         blk::OwnedBatch,
         cpu,
         hrtimer::HasPollTimer,
-        irq::{Handler, HandlerContext},
-    },
+        irq::{
+            Handler,
+            HandlerContext, //
+        }, //
+    }, //
 };
 
 impl Handler for Queue {

@@ -13,12 +13,26 @@ use kernel::prelude::*;
 
 use crate::{
     cmd::SglDescriptor,
-    params::{self, MAX_BYTES},
-    sys::{
-        blk::{Request, Status},
-        dma::{DmaPool, P2p, PoolBlock, SavedSegments, Segment, SegmentPool, Step},
-        pci::Function,
+    params::{
+        self,
+        MAX_BYTES, //
     },
+    sys::{
+        blk::{
+            Request,
+            Status, //
+        },
+        dma::{
+            DmaPool,
+            P2p,
+            PoolBlock,
+            SavedSegments,
+            Segment,
+            SegmentPool,
+            Step, //
+        },
+        pci::Function, //
+    }, //
 };
 
 /// The controller memory page: PRP entries describe 4 KiB pages whatever the CPU's page size.

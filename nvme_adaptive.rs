@@ -11,36 +11,86 @@
 
 use kernel::{
     debugfs,
-    device::{Bound, Core, Device},
-    fmt, new_mutex,
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    fmt,
+    new_mutex,
     pci::Device as PciDevice,
     prelude::*,
     str::CString,
     sync::{
-        atomic::{Atomic, Relaxed},
-        barrier::{mb, Full},
-        Arc, Mutex, MutexGuard,
-    },
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        barrier::{
+            mb,
+            Full, //
+        },
+        Arc,
+        Mutex,
+        MutexGuard, //
+    }, //
 };
 
 use crate::{
     cmd::Command,
-    mapping::{self, Iod, Pools, MAX_META_SEGMENTS, MAX_SEGMENTS, PAGE},
-    params::{self, MAX_BYTES},
-    queue::{Hw, Queue, ShadowDoorbells},
-    regs::{self, csts},
+    mapping::{
+        self,
+        Iod,
+        Pools,
+        MAX_META_SEGMENTS,
+        MAX_SEGMENTS,
+        PAGE, //
+    },
+    params::{
+        self,
+        MAX_BYTES, //
+    },
+    queue::{
+        Hw,
+        Queue,
+        ShadowDoorbells, //
+    },
+    regs::{
+        self,
+        csts, //
+    },
     stats::QueueStats,
     sys::{
         blk::{
-            Batch, InFlight, LocalRqList, MapKind, QueueMaps, Rejected, Request, RqList,
-            TagSetTypes, Tags,
+            Batch,
+            InFlight,
+            LocalRqList,
+            MapKind,
+            QueueMaps,
+            Rejected,
+            Request,
+            RqList,
+            TagSetTypes,
+            Tags, //
         },
         debugfs as module_debugfs,
         dma::Unbindable,
-        nvme::{self, Ctrl, Feature, Quirk, Quirks, State},
-        pci::{ChannelState, ErsResult, Function, Regs},
-        Transport,
-    },
+        nvme::{
+            self,
+            Ctrl,
+            Feature,
+            Quirk,
+            Quirks,
+            State, //
+        },
+        pci::{
+            ChannelState,
+            ErsResult,
+            Function,
+            Regs, //
+        },
+        Transport, //
+    }, //
 };
 
 /// The admin queue's depth.

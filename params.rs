@@ -8,8 +8,19 @@
 //! `shutdown_timeout`, ...) apply to this transport as to the stock one.
 
 use crate::{
-    policy::{param, ParamSpec, Params, PARAM_SPECS},
-    sys::params::{self, ModInfo, Names, Param, Table},
+    policy::{
+        param,
+        ParamSpec,
+        Params,
+        PARAM_SPECS, //
+    },
+    sys::params::{
+        self,
+        ModInfo,
+        Names,
+        Param,
+        Table, //
+    }, //
 };
 
 /// Bytes per request, an arbitrary bound that keeps PRP lists within five pages (`mapping.rs`),

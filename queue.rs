@@ -9,35 +9,98 @@
 
 use core::ops::DerefMut;
 use kernel::{
-    device::{Bound, Device},
-    dma::{Coherent, CoherentView},
-    io::{io_project, io_read, io_write, Io},
-    new_spinlock, new_spinlock_irq,
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::{
+        Coherent,
+        CoherentView, //
+    },
+    io::{
+        io_project,
+        io_read,
+        io_write,
+        Io, //
+    },
+    new_spinlock,
+    new_spinlock_irq,
     prelude::*,
     str::CString,
     sync::{
-        atomic::{Atomic, Relaxed},
-        barrier::{dma_mb, mb, Full, Read, Write},
-        lock::{spinlock::SpinLockIrqBackend, Guard},
-        Arc, SpinLock, SpinLockIrq,
-    },
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        barrier::{
+            dma_mb,
+            mb,
+            Full,
+            Read,
+            Write, //
+        },
+        lock::{
+            spinlock::SpinLockIrqBackend,
+            Guard, //
+        },
+        Arc,
+        SpinLock,
+        SpinLockIrq, //
+    }, //
 };
 
 use crate::{
-    cmd::{opcode, Command, Completion},
-    mapping::{self, Iod, Pools},
-    params::{self, PolicyParams},
-    policy::{Policy, Reaped},
-    regs::Doorbells,
-    stats::{CqTallies, QueueStats, Tally},
-    sys::{
-        blk::{self, Batch, LocalRqList, Rejected, Request, Status, Tags},
-        dma::Unbindable,
-        irq::{HandlerContext, Irq, IrqAndTimer, LineSlot},
-        nvme::{self, Ctrl},
-        pci::{Function, Regs},
-        sync::Waiter,
+    cmd::{
+        opcode,
+        Command,
+        Completion, //
     },
+    mapping::{
+        self,
+        Iod,
+        Pools, //
+    },
+    params::{
+        self,
+        PolicyParams, //
+    },
+    policy::{
+        Policy,
+        Reaped, //
+    },
+    regs::Doorbells,
+    stats::{
+        CqTallies,
+        QueueStats,
+        Tally, //
+    },
+    sys::{
+        blk::{
+            self,
+            Batch,
+            LocalRqList,
+            Rejected,
+            Request,
+            Status,
+            Tags, //
+        },
+        dma::Unbindable,
+        irq::{
+            HandlerContext,
+            Irq,
+            IrqAndTimer,
+            LineSlot, //
+        },
+        nvme::{
+            self,
+            Ctrl, //
+        },
+        pci::{
+            Function,
+            Regs, //
+        },
+        sync::Waiter, //
+    }, //
 };
 
 /// What the controller's queues share: nvme-core's controller, the PCI function, its

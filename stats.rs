@@ -11,10 +11,18 @@
 
 use kernel::{
     fmt,
-    sync::atomic::{Atomic, Relaxed},
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    }, //
 };
 
-use crate::policy::{self, Ending, Estimates, Stage};
+use crate::policy::{
+    self,
+    Ending,
+    Estimates,
+    Stage, //
+};
 
 /// One counter; see the module documentation for why `add` is not atomic.
 pub(crate) struct Counter(Atomic<u64>);

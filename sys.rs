@@ -21,7 +21,11 @@ pub(crate) mod params;
 pub(crate) mod pci;
 pub(crate) mod sync;
 
-use kernel::{device::Core, pci::Device as PciDevice, prelude::*};
+use kernel::{
+    device::Core,
+    pci::Device as PciDevice,
+    prelude::*, //
+};
 
 /// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
 /// nvme-core's controller ops and of the two blk-mq tag sets. `glue.c` holds the C tables and

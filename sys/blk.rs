@@ -6,11 +6,24 @@
 //! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h) and
 //! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
-use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
-use kernel::{bindings, prelude::*, str::CStr, sync::atomic::Atomic, warn_on};
+use core::{
+    marker::PhantomData,
+    mem::MaybeUninit,
+    ptr::NonNull, //
+};
+use kernel::{
+    bindings,
+    prelude::*,
+    str::CStr,
+    sync::atomic::Atomic,
+    warn_on, //
+};
 
 use super::ffi;
-use crate::cmd::{Command, SglDescriptor};
+use crate::cmd::{
+    Command,
+    SglDescriptor, //
+};
 
 /// What a transport's tag sets carry: the queue each hardware queue's `hctx->driver_data`
 /// points to, and the transport's part of each request's PDU. [`Transport`](super::Transport)

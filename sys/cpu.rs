@@ -5,7 +5,10 @@
 //!
 //! C header: [`include/linux/kernel_stat.h`](srctree/include/linux/kernel_stat.h)
 
-use kernel::{bindings, cpu::CpuId};
+use kernel::{
+    bindings,
+    cpu::CpuId, //
+};
 
 /// The time the current CPU spent idle or waiting for I/O since boot, in nanoseconds (counted in
 /// microseconds), where the kernel accounts it as it happens (`CONFIG_NO_HZ_COMMON`: at every

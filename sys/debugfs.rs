@@ -7,7 +7,12 @@
 use kernel::{
     debugfs,
     prelude::*,
-    sync::atomic::{Acquire, Atomic, Full, Release},
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Full,
+        Release, //
+    }, //
 };
 
 kernel::sync::global_lock! {

@@ -13,17 +13,26 @@
 use core::ptr::NonNull;
 use kernel::{
     bindings,
-    device::{Bound, Device},
+    device::{
+        Bound,
+        Device, //
+    },
     devres::Devres,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
-    warn_on,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+    warn_on, //
 };
 
 use super::{
-    blk::{Request, Status},
+    blk::{
+        Request,
+        Status, //
+    },
     ffi,
-    pci::Function,
+    pci::Function, //
 };
 
 /// How a mapped range reaches the device (peer-to-peer DMA or memory).

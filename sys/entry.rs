@@ -16,13 +16,28 @@ use kernel::{
     bindings,
     device::Core,
     error::from_result,
-    ffi::{c_int, c_uint, c_ulong, c_void},
+    ffi::{
+        c_int,
+        c_uint,
+        c_ulong,
+        c_void, //
+    },
     pci::Device as PciDevice,
     prelude::*,
-    sync::atomic::{Acquire, Atomic, Release},
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Release, //
+    }, //
 };
 
-use super::{blk, ffi, nvme, pci, Transport};
+use super::{
+    blk,
+    ffi,
+    nvme,
+    pci,
+    Transport, //
+};
 
 /// Keeps the PCI driver and its CPU hotplug states registered; unregisters them (unbinding
 /// every controller first) when dropped.
@@ -396,8 +411,20 @@ macro_rules! __nva_export {
 macro_rules! transport {
     ($t:ty) => {
         const _: () = {
-            use kernel::bindings::{blk_mq_tag_set, blk_mq_tags, io_comp_batch, pci_dev, request, rq_list};
-            use kernel::ffi::{c_int, c_uint, c_ulong, c_void};
+            use kernel::bindings::{
+                blk_mq_tag_set,
+                blk_mq_tags,
+                io_comp_batch,
+                pci_dev,
+                request,
+                rq_list, //
+            };
+            use kernel::ffi::{
+                c_int,
+                c_uint,
+                c_ulong,
+                c_void, //
+            };
             use $crate::__nva_export as export;
 
             export!($t, nva_rust_probe => probe(pdev: *mut pci_dev, quirks: c_ulong) -> c_int);

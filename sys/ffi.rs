@@ -11,10 +11,24 @@
 #![allow(improper_ctypes)]
 
 use kernel::bindings::{
-    blk_mq_tag_set, blk_mq_tags, completion, device, dma_pool, io_comp_batch, mempool_t, pci_dev,
-    request, rq_list,
+    blk_mq_tag_set,
+    blk_mq_tags,
+    completion,
+    device,
+    dma_pool,
+    io_comp_batch,
+    mempool_t,
+    pci_dev,
+    request,
+    rq_list, //
 };
-use kernel::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
+use kernel::ffi::{
+    c_char,
+    c_int,
+    c_uint,
+    c_ulong,
+    c_void, //
+};
 
 /// `struct nva_ctrl`: nvme-core's controller and the tag sets it points at.
 #[repr(C)]

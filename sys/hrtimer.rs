@@ -10,7 +10,11 @@
 //!
 //! C header: [`include/linux/hrtimer.h`](srctree/include/linux/hrtimer.h)
 
-use kernel::{bindings, prelude::*, types::Opaque};
+use kernel::{
+    bindings,
+    prelude::*,
+    types::Opaque, //
+};
 
 /// What a [`PollTimer`] calls when it expires (hard-IRQ context, softirq on PREEMPT_RT).
 pub(crate) trait Expiry: Sync {

@@ -10,17 +10,28 @@
 //! C headers: [`include/linux/interrupt.h`](srctree/include/linux/interrupt.h) and
 //! [`include/linux/irq.h`](srctree/include/linux/irq.h)
 
-use core::{ffi::c_void, marker::PhantomData, ops::DerefMut, ptr::NonNull};
+use core::{
+    ffi::c_void,
+    marker::PhantomData,
+    ops::DerefMut,
+    ptr::NonNull, //
+};
 use kernel::{
     bindings,
     error::to_result,
     new_mutex,
     prelude::*,
     str::CString,
-    sync::{Mutex, SpinLockIrq},
+    sync::{
+        Mutex,
+        SpinLockIrq, //
+    }, //
 };
 
-use super::hrtimer::{HasPollTimer, PollTimer};
+use super::hrtimer::{
+    HasPollTimer,
+    PollTimer, //
+};
 
 /// Something that handles a hard interrupt.
 pub(crate) trait Handler: Sync {

@@ -7,18 +7,30 @@
 
 use core::ptr::NonNull;
 use kernel::{
-    device::{Core, Device},
+    device::{
+        Core,
+        Device, //
+    },
     error::to_result,
-    ffi::{c_int, c_void},
+    ffi::{
+        c_int,
+        c_void, //
+    },
     pci::Device as PciDevice,
-    prelude::*,
+    prelude::*, //
 };
 
 use super::{
-    blk::{self, TagSetTypes},
-    ffi,
+    blk::{
+        self,
+        TagSetTypes, //
+    },
+    ffi, //
 };
-use crate::cmd::{Command, Completion};
+use crate::cmd::{
+    Command,
+    Completion, //
+};
 
 // The queue entries are the ABI with the controller and with glue.c (`struct nvme_command`
 // and `struct nvme_completion`, whose sizes glue.c checks): DMA rings hold them.

@@ -13,11 +13,18 @@
 //!
 //! C header: [`include/linux/moduleparam.h`](srctree/include/linux/moduleparam.h)
 
-use kernel::ffi::{c_char, c_int};
+use kernel::ffi::{
+    c_char,
+    c_int, //
+};
 use kernel::{
     bindings,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed, Release},
+    sync::atomic::{
+        Atomic,
+        Relaxed,
+        Release, //
+    }, //
 };
 
 use crate::policy::ParamSpec;

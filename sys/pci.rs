@@ -12,13 +12,21 @@
 
 use kernel::{
     bindings,
-    device::{Bound, Core, Device},
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
     error::to_result,
     io::Io,
-    pci::{Bar, Device as PciDevice, DevresBar},
+    pci::{
+        Bar,
+        Device as PciDevice,
+        DevresBar, //
+    },
     prelude::*,
     str::CStr,
-    sync::aref::ARef,
+    sync::aref::ARef, //
 };
 
 use super::ffi;

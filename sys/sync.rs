@@ -5,7 +5,11 @@
 //!
 //! C header: [`include/linux/completion.h`](srctree/include/linux/completion.h)
 
-use kernel::{bindings, prelude::*, types::Opaque};
+use kernel::{
+    bindings,
+    prelude::*,
+    types::Opaque, //
+};
 
 use super::ffi;
 

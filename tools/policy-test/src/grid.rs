@@ -18,7 +18,17 @@
 //! The table lands in `target/model-grid.txt` (`cargo test grid -- --nocapture` also prints it);
 //! design.rst quotes it.
 
-use crate::model::{polled_ceiling, run_settled, Costs, Drive, Model, Outcome, Phase, MS, US};
+use crate::model::{
+    polled_ceiling,
+    run_settled,
+    Costs,
+    Drive,
+    Model,
+    Outcome,
+    Phase,
+    MS,
+    US, //
+};
 use crate::policy::*;
 use std::fmt::Write as _;
 
