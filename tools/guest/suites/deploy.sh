@@ -22,10 +22,12 @@ modprobe_loads_nvme_core() {
         fi
     done
     install_modules || fail "installing the modules under $MODDIR/$RELEASE failed"
+    depends=$(modinfo -F depends nvme_adaptive) || fail "modinfo finds no installed nvme_adaptive"
+    [ "$depends" = nvme-core ] || fail "modinfo nvme_adaptive shows depends \"$depends\", not nvme-core"
     modprobe nvme_adaptive || fail "modprobe nvme_adaptive failed"
     grep -q '^nvme_core ' /proc/modules || fail "nvme_adaptive is loaded without nvme-core"
     grep -q '^nvme_adaptive ' /proc/modules || fail "modprobe nvme_adaptive did not load it"
-    echo "modprobe nvme_adaptive loaded nvme-core first (depends: $(modinfo -F depends nvme_adaptive))"
+    echo "modprobe nvme_adaptive loaded nvme-core first (depends: $depends)"
 }
 
 # udevd, as on a booted system (the guest's init does not start it): events from here on run
