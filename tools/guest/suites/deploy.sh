@@ -48,10 +48,17 @@ replug() {
     udevadm settle --timeout=120 || fail "udev did not settle"
 }
 
-# The controller is bound to $2 with its disks (the stock driver scans them asynchronously).
+driver_is() { [ "$(bound_driver "$1")" = "$2" ]; }
+has_disks() { [ -n "$(disks_of "$1")" ]; }
+
+# The controller is bound to $2 with its disks (drivers scan them asynchronously), and stays
+# there once udev has handled the events of its start (nvme-core's "connected" comes after the
+# scan is queued).
 bound_with_disks() {
-    wait_for 60 test "$(bound_driver "$1")" = "$2" || fail "$1 came back on $(bound_driver "$1"), not $2"
-    wait_for 60 test -n "$(disks_of "$1")" || fail "$1 came back on $2 without its disks"
+    wait_for 60 driver_is "$1" "$2" || fail "$1 came back on $(bound_driver "$1"), not $2"
+    wait_for 60 has_disks "$1" || fail "$1 came back on $2 without its disks"
+    udevadm settle --timeout=120 || fail "udev did not settle"
+    driver_is "$1" "$2" || fail "$1 moved on to $(bound_driver "$1") from $2"
 }
 
 # persisted_binding PCI_ADDR|serial=SERIAL CONTROLLER: the controller, on the stock driver, is
