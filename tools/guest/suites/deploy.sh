@@ -30,14 +30,6 @@ modprobe_loads_nvme_core() {
     echo "modprobe nvme_adaptive loaded nvme-core first (depends: $depends)"
 }
 
-# udevd, as on a booted system (the guest's init does not start it): events from here on run
-# the distribution's rules and ours.
-start_udev() {
-    udevadm control --ping >/dev/null 2>&1 && return 0
-    /usr/lib/systemd/systemd-udevd --daemon || return 1
-    wait_for 10 udevadm control --ping
-}
-
 # Takes controller $1 off the PCI bus and rescans: it appears again as after a hot-swap, a new
 # device the drivers probe and udev hears about. Waits for udev to finish with it.
 replug() {
@@ -67,8 +59,10 @@ bound_with_disks() {
 # on the stock driver.
 persisted_binding() {
     c=$2
-    start_udev || fail "systemd-udevd did not start"
+    start_udev || fail "udevd did not start"
     modprobe nvme || fail "modprobe nvme failed"
+    # Its workers probe the disks nvme just added: nvme-bind refuses open disks.
+    udevadm settle --timeout=120 || fail "udev did not settle"
     nvme-bind "$c" nvme >/dev/null || fail "cannot bind $c to nvme"
     nvme-bind --persist "$1" >/dev/null || fail "nvme-bind --persist $1 failed"
     [ "$(bound_driver "$c")" = nvme_adaptive ] || fail "--persist left $c on $(bound_driver "$c")"
@@ -83,8 +77,8 @@ persisted_binding() {
 }
 
 # Stops udevd, and the stock driver the checks loaded (it took every free controller).
-stop_udev() {
-    udevadm control --exit || fail "udevd did not stop"
+deploy_cleanup() {
+    stop_udev || fail "udevd is still running after it was killed"
     [ ! -e /etc/udev/rules.d/70-nvme-adaptive.rules ] || fail "the rules are left after --unpersist"
     rmmod nvme || fail "cannot unload nvme"
 }
@@ -92,4 +86,4 @@ stop_udev() {
 check modprobe-loads-nvme-core modprobe_loads_nvme_core
 check udev-rebinds-by-address persisted_binding "$CTRL_LAT" "$CTRL_LAT"
 check udev-rebinds-by-serial persisted_binding serial=nva-onevec "$CTRL_ONEVEC"
-check udev-stopped stop_udev
+check cleanup deploy_cleanup
