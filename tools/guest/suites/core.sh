@@ -169,6 +169,62 @@ flr_under_verify() {
     echo "3 function resets under verify, live after each"
 }
 
+# One system suspend and resume: s2idle through pm_test, which suspends the devices, waits
+# 5 s and resumes them (the guest has no wake source).
+suspend_cycle() {
+    echo devices >/sys/power/pm_test || { echo "no /sys/power/pm_test (CONFIG_PM_DEBUG)"; return 1; }
+    echo freeze >/sys/power/state
+    rc=$?
+    echo none >/sys/power/pm_test
+    [ $rc = 0 ] || { echo "the suspend failed: $(dmesg | tail -n 3 | tr '\n' ' ')"; return 1; }
+}
+
+live() { [ "$(cat "/sys/class/nvme/$1/state")" = live ]; }
+
+# A suspend and resume under verified writes: no write lost, the controller live again.
+suspend_under_verify() {
+    c=$(ctrl_of "$CTRL_FILE")
+    start_verify
+    suspend_cycle || { kill $pid; fail "suspend and resume under verify"; }
+    wait_for 60 live "$c" || { kill $pid; fail "controller $(cat "/sys/class/nvme/$c/state") after the resume"; }
+    end_verify "a suspend and resume"
+    echo "suspended and resumed under verify, $c live"
+}
+
+# The same while the slow controller's queues poll (FORCE_POLLING under verified writes): the
+# suspend ends the episodes in flight, and after the resume the queues poll again.
+more_episodes() { [ "$(stat_sum "$1" episodes)" -gt "$2" ]; }
+
+suspend_while_polling() {
+    to_adaptive "$CTRL_SLOW" || fail "bind of the slow controller failed"
+    slow
+    saved=$(for kv in $FORCE_POLLING; do echo "${kv%%=*}=$(cat "$PARAMS/${kv%%=*}")"; done)
+    set_params $FORCE_POLLING
+    timeout -s KILL 600 fio --name=sp --filename="/dev/$SLOW_DISK" --direct=1 --ioengine=io_uring \
+        --rw=randwrite --bs=4k --iodepth=24 --size=16m --io_size=4m --verify=crc32c --verify_backlog=64 \
+        --verify_fatal=1 --output-format=terse --terse-version=3 >/tmp/suspend-fio.out 2>&1 &
+    pid=$!
+    e0=$(stat_sum "$SLOW_CTRL" episodes)
+    wait_for 120 more_episodes "$SLOW_CTRL" "$e0" ||
+        { kill $pid; set_params $saved; fail "the slow controller never polled"; }
+    if ! suspend_cycle; then
+        kill $pid
+        set_params $saved
+        fail "suspend and resume while polling"
+    fi
+    e1=$(stat_sum "$SLOW_CTRL" episodes)
+    wait $pid
+    rc=$?
+    e2=$(stat_sum "$SLOW_CTRL" episodes)
+    set_params $saved
+    [ $rc = 0 ] || fail "fio failed across the suspend: $(tail -n 2 /tmp/suspend-fio.out)"
+    bad=$(fio_errors /tmp/suspend-fio.out)
+    [ -z "$bad" ] || fail "fio error across the suspend: $bad"
+    live "$SLOW_CTRL" || fail "$SLOW_CTRL $(cat "/sys/class/nvme/$SLOW_CTRL/state") after the resume"
+    [ "$e2" -gt "$e1" ] || fail "no poll episode after the resume ($e1 before it, $e2 at the end)"
+    echo "suspended while polling ($((e1 - e0)) episodes before, $((e2 - e1)) after), writes verified"
+}
+
 # Format NVM through nvme-cli changes the LBA format, and the disk follows.
 format_follows() {
     c=/dev/$(ctrl_of "$CTRL_MULTI")
@@ -294,6 +350,8 @@ check error-log-and-smartctl error_log_and_smart
 check by-id-names by_id_names
 check reset-under-verify reset_under_verify
 check flr-under-verify flr_under_verify
+check suspend-under-verify suspend_under_verify
+check suspend-while-polling suspend_while_polling
 check format-follows format_follows
 check attach-detach attach_detach
 check uring-passthrough uring_passthrough
