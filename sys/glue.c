@@ -1518,11 +1518,20 @@ static struct pci_driver nva_pci_driver = {
 	.probe = nva_pci_probe,
 	.remove = nva_pci_remove,
 	.shutdown = nva_pci_shutdown,
-#ifdef CONFIG_PM_SLEEP
 	.driver = {
+		/*
+		 * As the stock driver: a controller's probe (enable, admin queue,
+		 * Identify) runs in an async worker at boot, module load and hotplug,
+		 * so controllers come up in parallel. Explicit binds (sysfs bind,
+		 * drivers_probe) still probe synchronously, module load waits for
+		 * the async probes unless async_probe is set for it, and unregistering
+		 * the driver waits for them before detaching.
+		 */
+		.probe_type = PROBE_PREFER_ASYNCHRONOUS,
+#ifdef CONFIG_PM_SLEEP
 		.pm = &nva_pm_ops,
-	},
 #endif
+	},
 	.err_handler = &nva_err_handler,
 };
 
