@@ -3,6 +3,14 @@
 //! A queue's interrupt handler: it reaps completions and, on an I/O queue that owns its
 //! vector, lets the policy decide whether completions are dense enough to mask the vector and
 //! poll from the queue's timer instead (`hrtimer.rs`).
+//!
+//! With `use_threaded_interrupts` the hard handler is [`Handler::check`], which only looks for
+//! a new CQ entry, and [`Handler::handle`] runs in the line's thread: the reap, the policy and
+//! an episode's start, masking the vector with `disable_irq_nosync` (never `disable_irq`, which
+//! would wait for the thread itself). The timer ends the episode with `enable_irq` as without
+//! threads. A thread run that was already woken when the vector got masked finds the queue
+//! polling, which the policy leaves as it is: one mask, one unmask. `free_irq` and
+//! `synchronize_irq` wait for the thread as they wait for a hard handler.
 
 use crate::{
     params,
@@ -54,5 +62,9 @@ impl Handler for Queue {
         }
         self.publish(&mut cq.adaptive.policy);
         reaped > 0
+    }
+
+    fn check(&self, ctx: &HandlerContext<'_>) -> bool {
+        self.pending(&self.lock_cq_in_irq(ctx))
     }
 }

@@ -31,7 +31,8 @@ pub(crate) const MAX_BYTES: u32 = 8 << 20;
 const IO_QUEUE_DEPTH: usize = param::COUNT;
 const POLL_QUEUES: usize = param::COUNT + 1;
 const SGL_THRESHOLD: usize = param::COUNT + 2;
-const COUNT: usize = param::COUNT + 3;
+const USE_THREADED_INTERRUPTS: usize = param::COUNT + 3;
+const COUNT: usize = param::COUNT + 4;
 
 const SPECS: [ParamSpec; COUNT] = {
     let mut s = [PARAM_SPECS[0]; COUNT];
@@ -65,6 +66,15 @@ const SPECS: [ParamSpec; COUNT] = {
         max: MAX_BYTES,
         description: "use SGLs when the average segment is at least this large; 0: never",
     };
+    // The stock driver's `int` parameter of this name; any value but 0 or 1 is refused here.
+    s[USE_THREADED_INTERRUPTS] = ParamSpec {
+        name: "use_threaded_interrupts",
+        unit: "0 or 1",
+        default: 0,
+        min: 0,
+        max: 1,
+        description: "1: reap completions in the interrupt's thread (load time)",
+    };
     s
 };
 
@@ -73,6 +83,7 @@ const WRITABLE: [bool; COUNT] = {
     let mut w = [true; COUNT];
     w[IO_QUEUE_DEPTH] = false;
     w[POLL_QUEUES] = false;
+    w[USE_THREADED_INTERRUPTS] = false;
     w
 };
 
@@ -154,4 +165,9 @@ pub(crate) fn poll_queues() -> u32 {
 
 pub(crate) fn sgl_threshold() -> u32 {
     PARAMS[SGL_THRESHOLD].get()
+}
+
+/// Whether interrupts are handled in a thread (`use_threaded_interrupts`).
+pub(crate) fn use_threaded_interrupts() -> bool {
+    PARAMS[USE_THREADED_INTERRUPTS].get() != 0
 }

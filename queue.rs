@@ -492,10 +492,11 @@ impl Queue {
     }
 
     /// Requests the queue's interrupt `irq` as `nvme<N>q<qid>`. `own` says the vector serves
-    /// this queue alone (then adaptive polling may mask it).
+    /// this queue alone (then adaptive polling may mask it). With `use_threaded_interrupts` the
+    /// completions are reaped in the line's thread (`irq.rs`).
     pub(crate) fn request_irq(self: Pin<&Self>, irq: Irq, own: bool) -> Result {
         let name = CString::try_from_fmt(fmt!("nvme{}q{}", self.hw.core.instance(), self.qid))?;
-        LineSlot::request(self, irq, name, own)?;
+        LineSlot::request(self, irq, name, own, params::use_threaded_interrupts())?;
         self.own_irq
             .store(if own { irq.number() } else { 0 }, Relaxed);
         self.sq.lock().owns_vector = own;

@@ -33,15 +33,21 @@ use super::hrtimer::{
     PollTimer, //
 };
 
-/// Something that handles a hard interrupt.
+/// Something that handles an interrupt: in hard-IRQ context, or on a threaded line in the
+/// line's thread after [`Handler::check`] said there is work.
 pub(crate) trait Handler: Sync {
     /// Runs in the context `ctx` describes. Returns whether the device had anything for us
     /// (`IRQ_NONE` feeds the kernel's stuck-interrupt detector).
     fn handle(&self, ctx: &HandlerContext<'_>) -> bool;
+
+    /// The hard half of a threaded line: whether the device has work for [`Handler::handle`],
+    /// which then runs in the line's thread. Must not do that work itself.
+    fn check(&self, ctx: &HandlerContext<'_>) -> bool;
 }
 
-/// Where a handler runs: with local interrupts off (hard-IRQ context, or a thread `threadirqs`
-/// forced it into), or on PREEMPT_RT in the thread every handler is forced into, with them on.
+/// Where a handler runs: with local interrupts off (hard-IRQ context, a thread `threadirqs`
+/// forced it into, or a threaded line's thread, which disables them around the handler), or on
+/// PREEMPT_RT in the thread every handler is forced into, with them on.
 pub(crate) struct HandlerContext<'a> {
     #[cfg(not(CONFIG_PREEMPT_RT))]
     irqs_off: &'a kernel::interrupt::LocalInterruptDisabled,
@@ -75,7 +81,8 @@ impl Irq {
         self.0
     }
 
-    /// Masks the vector without waiting for its handler: callable from that very handler.
+    /// Masks the vector without waiting for its handler: callable from that very handler, in
+    /// hard-IRQ context or in the line's thread.
     pub(crate) fn mask_nosync(self) {
         // SAFETY: `disable_irq_nosync` accepts any interrupt number and may be called from
         // interrupt context; callers balance it with `unmask`.
@@ -224,6 +231,24 @@ pub(crate) struct LineSlot {
     line: Mutex<Option<IrqLine>>,
 }
 
+/// Runs `f` with the context of a primary (hard) handler.
+///
+/// # Safety
+///
+/// Called from a primary handler the IRQ core runs.
+unsafe fn in_hard_context<R>(f: impl FnOnce(&HandlerContext<'_>) -> R) -> R {
+    #[cfg(not(CONFIG_PREEMPT_RT))]
+    // SAFETY: Without PREEMPT_RT a primary handler runs with local interrupts disabled (the
+    // caller's promise): in hard-IRQ context, or in the thread `threadirqs` forces it into,
+    // where `irq_forced_thread_fn` disables them around it. The token lives only for `f`.
+    let irqs_off = unsafe { kernel::interrupt::LocalInterruptDisabled::assume_disabled() };
+    f(&HandlerContext {
+        #[cfg(not(CONFIG_PREEMPT_RT))]
+        irqs_off,
+        _context: PhantomData,
+    })
+}
+
 /// # Safety
 ///
 /// Called by the IRQ core with the cookie given to `request_irq` in [`LineSlot::request`].
@@ -234,14 +259,52 @@ unsafe extern "C" fn trampoline<H: Handler>(
     // SAFETY: `cookie` is the handler that owns the line (`HasIrqLine`), valid until
     // `free_irq`, which its drop calls first.
     let handler = unsafe { &*cookie.cast::<H>() };
+    // SAFETY: The IRQ core runs this as the line's primary handler.
+    if unsafe { in_hard_context(|ctx| handler.handle(ctx)) } {
+        bindings::irqreturn::IRQ_HANDLED
+    } else {
+        bindings::irqreturn::IRQ_NONE
+    }
+}
+
+/// The primary handler of a threaded line (`nvme_irq_check`).
+///
+/// # Safety
+///
+/// As for [`trampoline`].
+unsafe extern "C" fn check_trampoline<H: Handler>(
+    _irq: core::ffi::c_int,
+    cookie: *mut c_void,
+) -> bindings::irqreturn_t {
+    // SAFETY: As in `trampoline`.
+    let handler = unsafe { &*cookie.cast::<H>() };
+    // SAFETY: The IRQ core runs this as the line's primary handler.
+    if unsafe { in_hard_context(|ctx| handler.check(ctx)) } {
+        bindings::irqreturn::IRQ_WAKE_THREAD
+    } else {
+        bindings::irqreturn::IRQ_NONE
+    }
+}
+
+/// The thread function of a threaded line, woken by [`check_trampoline`].
+///
+/// # Safety
+///
+/// As for [`trampoline`]; `free_irq` stops the thread before it returns.
+unsafe extern "C" fn thread_trampoline<H: Handler>(
+    _irq: core::ffi::c_int,
+    cookie: *mut c_void,
+) -> bindings::irqreturn_t {
+    // SAFETY: As in `trampoline`: `free_irq` waits for a running thread function too.
+    let handler = unsafe { &*cookie.cast::<H>() };
+    // The thread runs with local interrupts on; the handler takes its locks and ends its
+    // requests as in hard-IRQ context, so it runs with them off, as `threadirqs` runs a forced
+    // thread. The thread is preemptible between two runs only.
     #[cfg(not(CONFIG_PREEMPT_RT))]
-    // SAFETY: Without PREEMPT_RT a handler runs with local interrupts disabled: in hard-IRQ
-    // context, or in the thread `threadirqs` forces it into, where `irq_forced_thread_fn`
-    // disables them around it. The token lives only for this call.
-    let irqs_off = unsafe { kernel::interrupt::LocalInterruptDisabled::assume_disabled() };
+    let irqs_off = kernel::interrupt::local_interrupt_disable();
     let ctx = HandlerContext {
         #[cfg(not(CONFIG_PREEMPT_RT))]
-        irqs_off,
+        irqs_off: &irqs_off,
         _context: PhantomData,
     };
     if handler.handle(&ctx) {
@@ -260,12 +323,15 @@ impl LineSlot {
 
     /// Requests `irq` for `owner`, replacing a line it had. With `eager_mask`, masking writes
     /// the MSI-X table at once (`IRQ_DISABLE_UNLAZY`) instead of on the next message: a polling
-    /// queue then takes no interrupt at all while masked. Process context.
+    /// queue then takes no interrupt at all while masked. With `threaded`, the hard handler only
+    /// runs [`Handler::check`] and [`Handler::handle`] runs in the line's thread
+    /// (`irq/N-name`), as `pci_request_irq` with a thread function sets it up. Process context.
     pub(crate) fn request<H: HasIrqLine>(
         owner: Pin<&H>,
         irq: Irq,
         name: CString,
         eager_mask: bool,
+        threaded: bool,
     ) -> Result {
         let owner = owner.get_ref();
         let mut slot = owner.line_slot().line.lock();
@@ -278,18 +344,36 @@ impl LineSlot {
         // Shared, as `pci_request_irq` asks: with a single vector (one MSI-X entry, MSI or
         // INTx) the admin queue and I/O queue 1 share it, and INTx may be another device's too.
         // The handler says whether its queue had anything.
-        // SAFETY: `trampoline::<H>` matches `irq_handler_t`; `cookie` points to the pinned
-        // owner, which frees the line before it goes (`HasIrqLine`); `name` lives as long as
-        // the line.
-        to_result(unsafe {
-            bindings::request_irq(
-                irq.0,
-                Some(trampoline::<H>),
-                bindings::IRQF_SHARED as usize,
-                name.as_char_ptr(),
-                cookie.as_ptr(),
-            )
-        })?;
+        let flags = bindings::IRQF_SHARED as usize;
+        let r = if threaded {
+            // No `IRQF_ONESHOT`, as in `pci_request_irq`: the vector stays unmasked while the
+            // thread runs, and a message meanwhile only wakes the thread once more.
+            // SAFETY: The trampolines match `irq_handler_t`; `cookie` points to the pinned
+            // owner, which frees the line (stopping its thread) before it goes (`HasIrqLine`);
+            // `name` lives as long as the line.
+            unsafe {
+                bindings::request_threaded_irq(
+                    irq.0,
+                    Some(check_trampoline::<H>),
+                    Some(thread_trampoline::<H>),
+                    flags,
+                    name.as_char_ptr(),
+                    cookie.as_ptr(),
+                )
+            }
+        } else {
+            // SAFETY: As above, with `trampoline::<H>`.
+            unsafe {
+                bindings::request_irq(
+                    irq.0,
+                    Some(trampoline::<H>),
+                    flags,
+                    name.as_char_ptr(),
+                    cookie.as_ptr(),
+                )
+            }
+        };
+        to_result(r)?;
         *slot = Some(IrqLine {
             irq,
             cookie,
