@@ -252,6 +252,51 @@ unbind_while_polling() {
     limit 60 rmmod rmmod nvme_adaptive || fail "rmmod failed"
 }
 
+# The kernel threads of controller $1's interrupt lines (irq/N-nvmeXqY), their PIDs.
+irq_threads() {
+    for irq in $(grep -E " $1q[0-9]+\$" /proc/interrupts | awk '{ sub(":", "", $1); print $1 }'); do
+        grep -l "^irq/$irq-" /proc/[0-9]*/comm 2>/dev/null | cut -d/ -f3
+    done
+}
+
+# How often the threads PID... slept (each run of a threaded handler ends in one).
+thread_sleeps() {
+    for p in "$@"; do
+        awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "/proc/$p/status"
+    done | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# use_threaded_interrupts=1 (load time, as the stock driver's): a value but 0 or 1 fails insmod;
+# every line of the null controller (admin and I/O) has its thread, the threads run under load,
+# and adaptive polling, whose policy then runs in the thread, still starts episodes and polls
+# under the CPU-bound load; fio write+verify passes through forced switches on the slow
+# controller.
+threaded_interrupts() {
+    unload_adaptive || fail "rmmod failed"
+    if load_adaptive use_threaded_interrupts=2 2>/dev/null; then
+        unload_adaptive
+        fail "insmod accepted use_threaded_interrupts=2"
+    fi
+    load_adaptive use_threaded_interrupts=1 || fail "insmod use_threaded_interrupts=1 failed"
+    [ "$(cat $PARAMS/use_threaded_interrupts)" = 1 ] || fail "use_threaded_interrupts reads $(cat $PARAMS/use_threaded_interrupts)"
+    to_adaptive "$CTRL_NULL" && to_adaptive "$CTRL_SLOW" || fail "bind failed"
+    nullctl || return 1
+    lines=$(grep -cE " ${NULL_CTRL}q[0-9]+\$" /proc/interrupts)
+    set -- $(irq_threads "$NULL_CTRL")
+    [ "$lines" -ge 2 ] && [ $# = "$lines" ] ||
+        fail "$# interrupt threads for the $lines lines of $NULL_CTRL: $(grep -E " ${NULL_CTRL}q" /proc/interrupts | tr -s ' ')"
+    s0=$(thread_sleeps "$@") e0=$(stat_sum "$NULL_CTRL" episodes) p0=$(stat_sum "$NULL_CTRL" reaped_poll)
+    load_disk "$NULL_DISK" 128 40000 || return 1
+    s1=$(thread_sleeps "$@") e1=$(stat_sum "$NULL_CTRL" episodes) p1=$(stat_sum "$NULL_CTRL" reaped_poll)
+    [ $((s1 - s0)) -ge 100 ] || fail "the interrupt threads ran $((s1 - s0)) times for 40000 reads"
+    [ $((e1 - e0)) -gt 0 ] || fail "$NULL_CTRL: no poll episode with threaded interrupts ($(policy_digest "$NULL_CTRL"))"
+    [ $((p1 - p0)) -gt 0 ] || fail "$NULL_CTRL: nothing reaped by polling with threaded interrupts"
+    slow || return 1
+    out=$(verify_switches "$SLOW_DISK" "$SLOW_CTRL" 100 600) || fail "$out"
+    unload_adaptive || fail "rmmod failed"
+    echo "$# threads ran $((s1 - s0)) times; $((e1 - e0)) episodes, $((p1 - p0)) polled; $out"
+}
+
 check setup setup_adaptive
 check dense-queue-polls-cpu-bound dense_queue_polls_cpu_bound
 check latency-measured-at-20ms latency_measured_at_20ms
@@ -262,3 +307,4 @@ check verify-through-switches verify_through_switches
 check runtime-switch runtime_switch
 check unbind-while-cpu-cycles unbind_while_cpu_cycles
 check unbind-while-polling unbind_while_polling
+check threaded-interrupts threaded_interrupts

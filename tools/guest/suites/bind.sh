@@ -121,6 +121,43 @@ bad_usage() {
     echo "$out" | grep -q "not an NVMe controller" || fail "non-NVMe refusal unclear: $out"
 }
 
+# Probe is asynchronous, as the stock driver's (PROBE_PREFER_ASYNCHRONOUS): a controller set to
+# bind to nvme_adaptive (driver_override) when the module loads is probed by an async worker, so
+# the admin commands of its probe (nvme_setup_cmd tracepoint) come from a kworker, none from
+# insmod; insmod still returns only once that probe finished (module load waits for async
+# probes), so the controller is bound right then. An explicit bind (nvme-bind writes
+# drivers_probe) stays synchronous: the probe's first command comes from nvme-bind itself.
+async_probe() {
+    ev=nvme/nvme_setup_cmd
+    [ -d "$TRACING/events/$ev" ] || fail "no $ev tracepoint in this kernel"
+    nvme-bind "$CTRL_NULL" none >/dev/null || fail "releasing $CTRL_NULL failed"
+    unload_adaptive || fail "rmmod failed"
+    echo nvme_adaptive >"/sys/bus/pci/devices/$CTRL_NULL/driver_override" || fail "cannot set driver_override"
+    trace_start $ev "qid == 0"
+    load_adaptive
+    rc=$? now=$(bound_driver "$CTRL_NULL")
+    trace_stop $ev
+    # "  kworker/u8:1-57  [000] ..... 1.234: nvme_setup_cmd: nvme0: qid=0, ...": the task.
+    tasks=$(awk '/nvme_setup_cmd:/ { sub(/-[0-9]+$/, "", $1); print $1 }' $TRACING/trace | sort | uniq -c | tr -s ' \n' ' ')
+    [ $rc = 0 ] || fail "insmod failed"
+    [ "$now" = nvme_adaptive ] || fail "$CTRL_NULL bound to $now right after insmod"
+    echo "$tasks" | grep -q kworker || fail "no admin command from an async worker during insmod: $tasks"
+    ! echo "$tasks" | grep -q insmod || fail "the probe ran in insmod: $tasks"
+    nvme-bind "$CTRL_NULL" none >/dev/null || fail "releasing $CTRL_NULL failed"
+    trace_start $ev "qid == 0"
+    nvme-bind "$CTRL_NULL" nvme_adaptive >/dev/null
+    rc=$?
+    trace_stop $ev
+    first=$(awk '/nvme_setup_cmd:/ { sub(/-[0-9]+$/, "", $1); print $1; exit }' $TRACING/trace)
+    [ $rc = 0 ] || fail "nvme-bind failed"
+    case "$first" in
+        nvme-bind) ;;
+        *) fail "the explicit bind's first admin command came from '$first', not nvme-bind" ;;
+    esac
+    nvme-bind "$CTRL_NULL" nvme >/dev/null || fail "back to stock failed"
+    echo "insmod: $tasks; explicit bind: $first"
+}
+
 check insmod load_adaptive
 check no-autobind no_device_taken
 check no-modalias no_modalias
@@ -138,3 +175,4 @@ check refuses-mounted refuses_mounted
 check refuses-open refuses_open
 check refuses-swap refuses_swap
 check bad-usage bad_usage
+check async-probe async_probe
