@@ -11,6 +11,9 @@
 //! `params.rs` declares the statics, built by the const functions here: [`Param`]s, their
 //! [`Names`], the [`Table`] the module loader reads and the [`ModInfo`] lines `modinfo` shows.
 //!
+//! A parameter whose largest value depends on the machine (`poll_queues`: the CPU count) has a
+//! [`Bound`], evaluated at each write in place of its spec's `max`.
+//!
 //! C header: [`include/linux/moduleparam.h`](srctree/include/linux/moduleparam.h)
 
 use kernel::ffi::{
@@ -29,23 +32,36 @@ use kernel::{
 
 use crate::policy::ParamSpec;
 
-/// One parameter: its value (first, where `param_get_uint` reads it) and its spec.
+/// A largest value known only at runtime: `max()` at each write, named `name` in `modinfo`.
+#[derive(Clone, Copy)]
+pub(crate) struct Bound {
+    pub(crate) max: fn() -> u32,
+    pub(crate) name: &'static str,
+}
+
+/// One parameter: its value (first, where `param_get_uint` reads it), its spec and the bound
+/// that replaces the spec's `max`, if any.
 #[repr(C)]
 pub(crate) struct Param {
     value: Atomic<u32>,
     spec: ParamSpec,
+    bound: Option<Bound>,
 }
 
 impl Param {
-    pub(crate) const fn new(spec: ParamSpec) -> Self {
+    pub(crate) const fn new(spec: ParamSpec, bound: Option<Bound>) -> Self {
         Self {
             value: Atomic::new(spec.default),
             spec,
+            bound,
         }
     }
 
-    /// Parameters with the defaults of `specs`.
-    pub(crate) const fn all<const N: usize>(specs: &[ParamSpec; N]) -> [Param; N] {
+    /// Parameters with the defaults of `specs` and the `bounds`.
+    pub(crate) const fn all<const N: usize>(
+        specs: &[ParamSpec; N],
+        bounds: &[Option<Bound>; N],
+    ) -> [Param; N] {
         const UNSET: ParamSpec = ParamSpec {
             name: "",
             unit: "",
@@ -54,10 +70,10 @@ impl Param {
             max: 0,
             description: "",
         };
-        let mut out = [const { Param::new(UNSET) }; N];
+        let mut out = [const { Param::new(UNSET, None) }; N];
         let mut i = 0;
         while i < N {
-            out[i] = Param::new(specs[i]);
+            out[i] = Param::new(specs[i], bounds[i]);
             i += 1;
         }
         out
@@ -65,6 +81,14 @@ impl Param {
 
     pub(crate) fn get(&self) -> u32 {
         self.value.load(Relaxed)
+    }
+
+    /// The largest value accepted now.
+    fn max(&self) -> u32 {
+        match self.bound {
+            Some(b) => (b.max)(),
+            None => self.spec.max,
+        }
     }
 }
 
@@ -86,7 +110,10 @@ pub(crate) fn writes() -> u32 {
 unsafe extern "C" fn set(val: *const c_char, kp: *const bindings::kernel_param) -> c_int {
     // SAFETY: `kp` is an entry of a `Table`, whose `arg` points to a static `Param`.
     let param = unsafe { &*(*kp).__bindgen_anon_1.arg.cast::<Param>() };
-    let spec = &param.spec;
+    let spec = ParamSpec {
+        max: param.max(),
+        ..param.spec
+    };
     let mut value = 0u32;
     // SAFETY: `val` is a NUL-terminated string (the caller's promise).
     let parsed = !val.is_null() && unsafe { bindings::kstrtouint(val, 0, &mut value) } == 0;
@@ -261,8 +288,9 @@ impl<const N: usize> ModInfo<N> {
         Self(m)
     }
 
-    /// `parm=name:description (unit, default D, MIN to MAX)` lines.
-    pub(crate) const fn descriptions(specs: &[ParamSpec; N]) -> Self {
+    /// `parm=name:description (unit, default D, MIN to MAX)` lines; MAX is the bound's name for
+    /// a parameter with a [`Bound`].
+    pub(crate) const fn descriptions(specs: &[ParamSpec; N], bounds: &[Option<Bound>; N]) -> Self {
         let mut m = [[0u8; MODINFO_LEN]; N];
         let mut i = 0;
         while i < N {
@@ -280,7 +308,10 @@ impl<const N: usize> ModInfo<N> {
             at = push(out, at, ", ");
             at = push_u32(out, at, s.min);
             at = push(out, at, " to ");
-            at = push_u32(out, at, s.max);
+            at = match bounds[i] {
+                Some(b) => push(out, at, b.name),
+                None => push_u32(out, at, s.max),
+            };
             push(out, at, ")");
             i += 1;
         }
