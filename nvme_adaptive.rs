@@ -229,8 +229,9 @@ impl Controller {
         self.configure_admin_queue(st, cap)
     }
 
-    /// The I/O queue depth for this controller (`nvme_pci_enable`), never more than the rings
-    /// allocated at probe.
+    /// The I/O queue depth for this controller, from `io_queue_depth` as it is at this enable
+    /// (`nvme_pci_enable`). As there, it sizes the queues allocated from now on and the tag set
+    /// made next; queues that keep their rings keep their depth, and the tag set its own.
     fn io_depth(&self, cap: u64) -> u16 {
         let core = self.core();
         let mut depth = (regs::cap::mqes(cap) + 1).min(params::io_queue_depth());
@@ -251,10 +252,7 @@ impl Controller {
             depth = u32::from(admin_depth()) + 2;
             dev_warn!(core.device(), "IO queue depth clamped to {}\n", depth);
         }
-        match self.queues.get(1) {
-            Some(q) if q.has_rings() => depth.min(q.depth().into()) as u16,
-            _ => depth as u16,
-        }
+        depth as u16
     }
 
     /// Follows `nvme_pci_configure_admin_queue`.

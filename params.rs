@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The module's parameters: the polling policy's (`policy.rs`), runtime-writable, and the
-//! transport's, which shape what probe allocates and are read-only at runtime except
-//! `sgl_threshold`. Each is range-checked at load and at runtime (see `sys/params.rs`).
+//! The module's parameters: the polling policy's (`policy.rs`) and the transport's, all
+//! writable at runtime. `io_queue_depth` and `poll_queues` are read at each controller enable
+//! (probe and reset), as `pci.c` reads its own. Each is range-checked at load and at runtime
+//! (see `sys/params.rs`).
 //!
 //! nvme-core's own parameters (`nvme_core.io_timeout`, `admin_timeout`, `max_retries`,
 //! `shutdown_timeout`, ...) apply to this transport as to the stock one.
@@ -14,8 +15,10 @@ use crate::{
         Params,
         PARAM_SPECS, //
     },
+    sys::nvme,
     sys::params::{
         self,
+        Bound,
         ModInfo,
         Names,
         Param,
@@ -48,15 +51,16 @@ const SPECS: [ParamSpec; COUNT] = {
         min: 2,
         // Tags must fit the 12 bits of a command identifier.
         max: 4095,
-        description: "I/O queue depth, at most what the controller supports (load time)",
+        description: "I/O queue depth, at most what the controller supports (next reset)",
     };
     s[POLL_QUEUES] = ParamSpec {
         name: "poll_queues",
         unit: "queues",
         default: 0,
         min: 0,
-        max: 64,
-        description: "queues without interrupts for io_uring polled I/O (load time)",
+        // Replaced by the CPU count (`BOUNDS`).
+        max: 0,
+        description: "queues without interrupts for io_uring polled I/O (next reset)",
     };
     s[SGL_THRESHOLD] = ParamSpec {
         name: "sgl_threshold",
@@ -78,16 +82,26 @@ const SPECS: [ParamSpec; COUNT] = {
     s
 };
 
-/// The policy's parameters change at runtime; the queue layout is fixed at probe.
+/// Writable at runtime but `use_threaded_interrupts` (as `pci.c`'s: 0644 for `io_queue_depth`
+/// and `poll_queues`, whose queue layout takes effect at the next controller reset; 0 for
+/// `use_threaded_interrupts`, read when a line is requested).
 const WRITABLE: [bool; COUNT] = {
     let mut w = [true; COUNT];
-    w[IO_QUEUE_DEPTH] = false;
-    w[POLL_QUEUES] = false;
     w[USE_THREADED_INTERRUPTS] = false;
     w
 };
 
-static PARAMS: [Param; COUNT] = Param::all(&SPECS);
+/// `poll_queues` goes up to the CPU count (`io_queue_count_set`: `blk_mq_num_possible_queues`).
+const BOUNDS: [Option<Bound>; COUNT] = {
+    let mut b = [None; COUNT];
+    b[POLL_QUEUES] = Some(Bound {
+        max: nvme::possible_queues,
+        name: "the CPU count",
+    });
+    b
+};
+
+static PARAMS: [Param; COUNT] = Param::all(&SPECS, &BOUNDS);
 static NAMES: Names<COUNT> = Names::new(&SPECS);
 
 #[link_section = "__param"]
@@ -100,7 +114,7 @@ static TYPES: ModInfo<COUNT> = ModInfo::types(&SPECS);
 
 #[link_section = ".modinfo"]
 #[used(compiler)]
-static DESCRIPTIONS: ModInfo<COUNT> = ModInfo::descriptions(&SPECS);
+static DESCRIPTIONS: ModInfo<COUNT> = ModInfo::descriptions(&SPECS, &BOUNDS);
 
 /// Whether adaptive polling is on.
 pub(crate) fn adaptive() -> bool {
