@@ -29,8 +29,24 @@ runtime_writes() {
     [ "$(cat $PARAMS/max_delay_us)" = 250 ] || fail "value changed by a refused write"
     [ "$(dmesg_count "$want")" -gt "$before" ] || fail "no message for the refused write"
     (echo abc >$PARAMS/target_batch) 2>/dev/null && fail "non-number accepted"
-    (echo 2 >$PARAMS/io_queue_depth) 2>/dev/null && fail "load-time parameter writable at runtime"
-    return 0
+    # The queue layout's parameters are writable too, as pci.c's (they apply at the next reset),
+    # poll_queues up to the CPU count.
+    cpus=$(possible_cpus)
+    want="invalid poll_queues=.*must be 0 to $cpus (queues)"
+    before=$(dmesg_count "$want")
+    (echo $((cpus + 1)) >$PARAMS/poll_queues) 2>/dev/null && fail "poll_queues=$((cpus + 1)) accepted with $cpus CPUs"
+    [ "$(dmesg_count "$want")" -gt "$before" ] || fail "no message naming poll_queues and 0 to $cpus"
+    (echo 4096 >$PARAMS/io_queue_depth) 2>/dev/null && fail "io_queue_depth=4096 accepted"
+    set_params poll_queues="$cpus" io_queue_depth=2 poll_queues=1 io_queue_depth=64
+}
+
+# The number of possible CPUs (blk_mq_num_possible_queues(0), the largest poll_queues).
+possible_cpus() {
+    n=0
+    for r in $(tr , ' ' </sys/devices/system/cpu/possible); do
+        n=$((n + ${r#*-} - ${r%-*} + 1))
+    done
+    echo $n
 }
 
 # Loses one completion (fault injection), with a 2 s I/O timeout: the watchdog finds the command,
@@ -222,10 +238,82 @@ aer_recovers() {
     echo "non-fatal error at the root port recovered under verify, $c live"
 }
 
+# queue_layout DRIVER STEP...: binds the file controller to DRIVER (nvme or nvme_adaptive) with
+# the first STEP's parameters, then for each further STEP sets them and resets the controller. A
+# STEP is POLL_QUEUES:IO_QUEUE_DEPTH. Prints one line per state: the "default/read/poll queues"
+# line, blk-mq's hardware queues, nvme-core's sqsize and each Create I/O Submission Queue
+# command sent (queue:size, 0's based, from nvme-core's nvme_setup_cmd tracepoint); and runs
+# verified I/O, polled (io_uring hipri) when there is a poll queue.
+queue_layout() {
+    drv=$1
+    shift
+    dir=/sys/module/$drv/parameters
+    [ -d $TRACING/events/nvme/nvme_setup_cmd ] || skip "no nvme tracepoints in this kernel"
+    # Loaded first: the stock driver, loaded, takes the controllers no driver has.
+    if [ "$drv" = nvme ]; then load_stock; else load_adaptive; fi >/dev/null 2>&1
+    [ -d "$dir" ] || fail "$drv did not load"
+    nvme-bind "$CTRL_FILE" none >/dev/null || fail "cannot release $CTRL_FILE"
+    first=1
+    for step in "$@"; do
+        echo "${step%:*}" >"$dir/poll_queues" || fail "$drv refused poll_queues=${step%:*}"
+        echo "${step#*:}" >"$dir/io_queue_depth" || fail "$drv refused io_queue_depth=${step#*:}"
+        lines=$(dmesg_count "default/read/poll queues")
+        trace_start nvme/nvme_setup_cmd "qid == 0 && opcode == 1"
+        if [ $first = 1 ]; then
+            nvme-bind "$CTRL_FILE" "$drv" >/dev/null || fail "cannot bind $CTRL_FILE to $drv"
+            first=0
+        else
+            echo 1 >"/sys/class/nvme/$ctrl/reset_controller" || fail "$drv: reset refused"
+        fi
+        wait_for 60 sh -c "[ \$(dmesg | grep -c 'default/read/poll queues') -gt $lines ]" ||
+            fail "$drv, $step: no queue layout logged"
+        ctrl=$(ctrl_of "$CTRL_FILE") || fail "no controller name"
+        wait_for 60 sh -c "[ \"\$(cat /sys/class/nvme/$ctrl/state)\" = live ]" || fail "$drv, $step: not live"
+        wait_for 60 disk_of "$CTRL_FILE" 1 || fail "$drv, $step: no disk"
+        trace_stop nvme/nvme_setup_cmd
+        disk=$(disk_of "$CTRL_FILE" 1)
+        layout=$(dmesg | grep "$ctrl: .*default/read/poll queues" | tail -n 1 | sed 's/.*: \([0-9/]*\) default.*/\1/')
+        sqs=$(sed -n "s/.* $ctrl: .*nvme_admin_create_sq sqid=\([0-9]*\), qsize=\([0-9]*\),.*/\1:\2/p" $TRACING/trace |
+            sort -n | tr '\n' ' ')
+        echo "$step: $layout mq=$(ls "/sys/block/$disk/mq" | wc -l) sqsize=$(cat "/sys/class/nvme/$ctrl/sqsize") sq=${sqs% }"
+        hipri=0
+        [ "${layout##*/}" -gt 0 ] && hipri=1
+        run_fio --name=layout --filename="/dev/$disk" --direct=1 --ioengine=io_uring --hipri=$hipri \
+            --rw=randwrite --bs=4k --iodepth=8 --size=4m --verify=crc32c --do_verify=1 --verify_fatal=1 >&2 ||
+            fail "$drv, $step: verified I/O (hipri=$hipri) failed"
+    done
+}
+
+# io_queue_depth and poll_queues changed at runtime take effect at the next controller reset, as
+# with the stock driver: each state matches stock's with the same parameters. Loaded without a
+# poll queue, the tag set has no poll map and none can be added; loaded with one, the poll
+# queues follow the parameter (up to the queues allocated at probe); a new depth applies to
+# queues allocated afterwards, those kept keep theirs. Bound with as many poll queues as CPUs
+# (the most accepted), every poll queue has a CPU and resets keep them.
+queue_params_at_reset() {
+    for steps in "0:1024 1:1024" "1:64 2:32 0:32 1:32 1:128" "2:64 2:64 1:64 2:64"; do
+        # shellcheck disable=SC2086 # the steps are words
+        ours=$(queue_layout nvme_adaptive $steps 2>&1) || fail "nvme_adaptive: $(echo "$ours" | tail -n 2)"
+        # shellcheck disable=SC2086
+        stock=$(queue_layout nvme $steps 2>&1) || fail "nvme: $(echo "$stock" | tail -n 2)"
+        [ "$ours" = "$stock" ] || fail "nvme_adaptive: $(echo $ours) / nvme: $(echo $stock)"
+        echo "$ours"
+    done >/tmp/layouts
+    # Not the same by standing still: the poll queues and the depth did change.
+    grep -q "^2:32: 1/0/2 .*sqsize=31 " /tmp/layouts && grep -q "^1:32: 2/0/1 .* 3:31$" /tmp/layouts &&
+        grep -q "^1:128: .*sqsize=127 " /tmp/layouts && [ "$(grep -c "^2:64: 2/0/2 mq=4 " /tmp/layouts)" = 3 ] || fail "unexpected layouts: $(tr '\n' ';' </tmp/layouts)"
+    echo 0 >/sys/module/nvme/parameters/poll_queues
+    echo 1024 >/sys/module/nvme/parameters/io_queue_depth
+    set_params poll_queues=1 io_queue_depth=64
+    to_adaptive "$CTRL_FILE" || fail "cannot bind $CTRL_FILE back"
+    tr '\n' ';' </tmp/layouts
+}
+
 check rejects-max-delay rejected_at_load max_delay_us=0 "5 to 100000 (us)"
 check rejects-queue-depth rejected_at_load io_queue_depth=5000 "2 to 4095 (entries)"
 check rejects-adaptive rejected_at_load adaptive=2 "0 to 1 (bool)"
 check rejects-garbage rejected_at_load sample_size=many "8 to 65536 (completions)"
+check rejects-poll-queues rejected_at_load poll_queues=$(($(possible_cpus) + 1)) "0 to $(possible_cpus) (queues)"
 check accepts-valid accepted_at_load
 check runtime-writes runtime_writes
 check lost-completion-recovers lost_completion_recovers
@@ -233,4 +321,5 @@ check works-after-reset works_after_reset
 check lost-queues-come-back lost_queues_come_back
 check poll-queue-hipri poll_queue_serves_hipri
 check aer-recovers aer_recovers
+check queue-params-at-reset queue_params_at_reset
 check dead-controller-fails-io dead_controller_fails_io
