@@ -275,6 +275,20 @@ run_fio() {
     [ -z "$bad" ] || fail "fio reported errors: $bad"
 }
 
+# wait_verify PID OUT WHAT: waits for a background fio verify (PID, terse output in OUT, started
+# under timeout -s KILL 600) that ran across WHAT: no kill, no I/O or verify error.
+wait_verify() {
+    wait "$1"
+    rc=$?
+    [ $rc != 137 ] || killed "fio across $3" 600
+    [ $rc = 0 ] || fail "fio failed across $3: $(tail -n 2 "$2")"
+    bad=$(fio_errors "$2")
+    [ -z "$bad" ] || fail "fio error across $3: $bad"
+}
+
+# ctrl_live CTRL: controller CTRL (nvmeN) is live.
+ctrl_live() { [ "$(cat "/sys/class/nvme/$1/state")" = live ]; }
+
 # fio_errors FILE: the jobs in fio's terse v3 output FILE that ended with an error, one
 # "JOB: error N" each (field 5 is the job's error number); nothing when none did.
 fio_errors() {

@@ -132,12 +132,7 @@ start_verify() {
 
 # Waits for start_verify's fio, across what $1 names: no I/O error, no data lost.
 end_verify() {
-    wait $pid
-    rc=$?
-    [ $rc != 137 ] || killed "fio across $1" 600
-    [ $rc = 0 ] || fail "fio failed across $1: $(tail -n 2 /tmp/reset-fio.out)"
-    bad=$(fio_errors /tmp/reset-fio.out)
-    [ -z "$bad" ] || fail "fio error across $1: $bad"
+    wait_verify $pid /tmp/reset-fio.out "$1"
 }
 
 # The controller is reset twice under verified writes.
@@ -179,14 +174,12 @@ suspend_cycle() {
     [ $rc = 0 ] || { echo "the suspend failed: $(dmesg | tail -n 3 | tr '\n' ' ')"; return 1; }
 }
 
-live() { [ "$(cat "/sys/class/nvme/$1/state")" = live ]; }
-
 # A suspend and resume under verified writes: no write lost, the controller live again.
 suspend_under_verify() {
     c=$(ctrl_of "$CTRL_FILE")
     start_verify
     suspend_cycle || { kill $pid; fail "suspend and resume under verify"; }
-    wait_for 60 live "$c" || { kill $pid; fail "controller $(cat "/sys/class/nvme/$c/state") after the resume"; }
+    wait_for 60 ctrl_live "$c" || { kill $pid; fail "controller $(cat "/sys/class/nvme/$c/state") after the resume"; }
     end_verify "a suspend and resume"
     echo "suspended and resumed under verify, $c live"
 }
@@ -220,7 +213,7 @@ suspend_while_polling() {
     [ $rc = 0 ] || fail "fio failed across the suspend: $(tail -n 2 /tmp/suspend-fio.out)"
     bad=$(fio_errors /tmp/suspend-fio.out)
     [ -z "$bad" ] || fail "fio error across the suspend: $bad"
-    live "$SLOW_CTRL" || fail "$SLOW_CTRL $(cat "/sys/class/nvme/$SLOW_CTRL/state") after the resume"
+    ctrl_live "$SLOW_CTRL" || fail "$SLOW_CTRL $(cat "/sys/class/nvme/$SLOW_CTRL/state") after the resume"
     [ "$e2" -gt "$e1" ] || fail "no poll episode after the resume ($e1 before it, $e2 at the end)"
     echo "suspended while polling ($((e1 - e0)) episodes before, $((e2 - e1)) after), writes verified"
 }

@@ -212,7 +212,6 @@ poll_queue_serves_hipri() {
 # complete: after it the kernel finds no Data Link Layer Link Active and gives the device up.)
 recoveries() { dmesg | grep -c "AER: device recovery successful"; }
 recovered_since() { [ "$(recoveries)" -gt "$1" ]; }
-ctrl_live() { [ "$(cat "/sys/class/nvme/$1/state")" = live ]; }
 
 aer_recovers() {
     to_adaptive "$CTRL_HP" || fail "bind failed"
@@ -227,12 +226,7 @@ aer_recovers() {
     echo "NVA-HOST-HMP pcie_aer_inject_error rp0 UNX_COMP" >/dev/console
     wait_for 120 recovered_since "$before" ||
         { kill $pid; fail "no successful recovery: $(dmesg | grep 'AER:' | tail -n 3 | tr '\n' ' ')"; }
-    wait $pid
-    rc=$?
-    [ $rc != 137 ] || killed "fio across the error recovery" 600
-    [ $rc = 0 ] || fail "fio failed across the error recovery: $(tail -n 2 /tmp/aer-fio.out)"
-    bad=$(fio_errors /tmp/aer-fio.out)
-    [ -z "$bad" ] || fail "fio error across the error recovery: $bad"
+    wait_verify $pid /tmp/aer-fio.out "the error recovery"
     wait_for 60 ctrl_live "$c" || fail "$c $(cat "/sys/class/nvme/$c/state") after the recovery"
     [ "$(bound_driver "$CTRL_HP")" = nvme_adaptive ] || fail "$CTRL_HP is on $(bound_driver "$CTRL_HP") now"
     echo "non-fatal error at the root port recovered under verify, $c live"
