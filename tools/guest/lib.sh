@@ -13,12 +13,27 @@ result() {
     echo "$line"
 }
 
+# Microseconds since the epoch, without a fork.
+now_us() {
+    echo "${EPOCHREALTIME//[!0-9]/}"
+}
+
+# time_line WHAT START_US: the console line "NVA-SUITE-TIME WHAT S.S s", the wall-clock time
+# since START_US (a check's or a suite's: where a run's time goes, for the timing table in
+# testing.rst). Console only: it is not a result, and tools/verdict ignores it.
+time_line() {
+    local us=$(($(now_us) - $2))
+    echo "NVA-SUITE-TIME $1 $((us / 1000000)).$((us / 100000 % 10)) s"
+}
+
 # check NAME COMMAND...: PASS (with the command's last output line, if any, as detail) when
 # the command exits 0, SKIP when it calls skip, FAIL with its last output lines otherwise. The
-# command runs in a subshell: variables it sets do not outlive the check.
+# command runs in a subshell: variables it sets do not outlive the check. Its time goes to the
+# console (time_line).
 check() {
     name=$1
     shift
+    check_start=$(now_us)
     if out=$("$@" 2>&1); then
         result PASS "$name" "$(echo "$out" | tail -n 1)"
     elif [ $? = 77 ]; then
@@ -26,6 +41,7 @@ check() {
     else
         result FAIL "$name" "$(echo "$out" | tail -n 4 | tr '\n' ' ')"
     fi
+    time_line "$SUITE/$name" "$check_start"
 }
 
 # Skips the current check, saying why (reported as SKIP, counted as skipped).
