@@ -109,13 +109,18 @@ bound_driver() {
     fi
 }
 
-# Block disks of a PCI device (names under /sys/block whose device path runs through it).
+# Block disks of a PCI device (names under /sys/block whose device path runs through it). No
+# fork per disk: cd -P resolves the path (a fork costs the debug guest a tenth of a second or
+# more, and nearly every check looks a disk up); the working directory is put back.
 disks_of() {
+    local b here=$PWD
     for b in /sys/block/*; do
-        case "$(readlink -f "$b")" in
-            */"$1"/*) basename "$b" ;;
+        cd -P "$b" 2>/dev/null || continue
+        case "$PWD/" in
+            */"$1"/*) echo "${b##*/}" ;;
         esac
     done
+    cd "$here"
 }
 
 # Wait until COMMAND succeeds, polling every 0.1 s, at most SECONDS (for sysfs state to settle).
@@ -144,9 +149,11 @@ to_stock() {
 # The disk of namespace NSID on controller PCI_ADDR (either driver). nvme-core numbers its disks
 # in the order the namespaces were scanned, not by NSID: the disk's nsid attribute says which.
 disk_of() {
+    local d n
     for d in $(disks_of "$1"); do
         if [ -r "/sys/block/$d/nsid" ]; then
-            [ "$(cat "/sys/block/$d/nsid")" = "$2" ] && { echo "$d"; return 0; }
+            read -r n <"/sys/block/$d/nsid"
+            [ "$n" = "$2" ] && { echo "$d"; return 0; }
         else
             case "$d" in *n"$2") echo "$d"; return 0 ;; esac
         fi
@@ -158,7 +165,10 @@ disk_of() {
 # interrupts, its nvme_adaptive debugfs directory), from nvme-core's sysfs; without nvme-core,
 # DISK's name up to its namespace part.
 ctrl_of() {
-    ls "/sys/bus/pci/devices/$1/nvme" 2>/dev/null | head -n 1 | grep . && return 0
+    local c
+    for c in "/sys/bus/pci/devices/$1/nvme"/*; do
+        [ -e "$c" ] && { echo "${c##*/}"; return 0; }
+    done
     [ -n "${2:-}" ] && echo "${2%n*}"
 }
 
