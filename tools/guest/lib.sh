@@ -175,7 +175,8 @@ ctrl_of() {
 # stuck_report WHAT: what a load that does not finish leaves to look at, written to the console
 # log (a check's own output is only its result line): each NVMe disk's busy hardware contexts in
 # blk-mq (state, requests waiting for dispatch, requests the driver holds), every nvme_adaptive
-# queue's counters, where each fio and io_uring worker thread waits and the state of the rings.
+# queue's counters, where each fio and io_uring worker thread waits, every process and the state
+# of the rings.
 stuck_report() {
     local f t c
     {
@@ -199,6 +200,9 @@ stuck_report() {
             echo "== $(cat "$t/comm") thread ${t##*/}: $(cut -d' ' -f3 "$t/stat")"
             sed 's/^/  /' "$t/stack" 2>/dev/null
         done
+        # Every process but the kernel's threads, with what it waits in: a background load's
+        # shell that outlives its fio shows here, a zombie too.
+        ps -e -o pid=,ppid=,stat=,wchan:24=,args= | awk '$1 != 2 && $2 != 2 { print "== process " $0 }'
         # Each fio ring's heads and tails: whether completions were posted and not taken.
         for f in /proc/[0-9]*/fd/*; do
             [ "$(readlink "$f")" = "anon_inode:[io_uring]" ] || continue
