@@ -234,18 +234,20 @@ reset_while_polling() {
 
 # random_params: one random valid value for every adaptive parameter, "NAME=VALUE ..." in
 # REPLY: a tenth of the time the minimum, the maximum or the default, otherwise a random value of
-# random magnitude (as many small values as large ones). No fork: it runs every 100 ms.
+# random magnitude (as many small values as large ones). No fork: it runs every 100 ms, and a
+# fork costs the debug guest more than that.
 random_params() {
-    local out= spec name lo hi r bits v
+    local out= spec name lo hi r bits v k
     for spec in $PARAM_RANGES; do
-        IFS=: read -r name lo hi <<<"$spec"
+        name=${spec%%:*} hi=${spec##*:} lo=${spec#*:}
+        lo=${lo%%:*}
         r=$((RANDOM % 10))
         if [ $r = 0 ]; then
             v=$lo
         elif [ $r = 1 ]; then
             v=$hi
         elif [ $r = 2 ]; then
-            v=$(grep "^$name=" "$DEFAULTS_FILE" | cut -d= -f2)
+            while IFS== read -r k v; do [ "$k" = "$name" ] && break; done <"$DEFAULTS_FILE"
         else
             bits=1
             while [ $((1 << bits)) -le "$hi" ]; do bits=$((bits + 1)); done
@@ -259,14 +261,14 @@ random_params() {
     REPLY=$out
 }
 
-# apply_params NAME=VALUE...: writes each and reads it back, without forks; status 1 naming the
-# first value refused or not read back.
+# apply_params NAME=VALUE...: writes each and reads it back, without forks; status 1 with REPLY
+# naming the first value refused or not read back.
 apply_params() {
     local kv got
     for kv in "$@"; do
-        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" 2>/dev/null || { echo "$kv refused"; return 1; }
+        echo "${kv#*=}" >"$PARAMS/${kv%%=*}" 2>/dev/null || { REPLY="$kv refused"; return 1; }
         read -r got <"$PARAMS/${kv%%=*}"
-        [ "$got" = "${kv#*=}" ] || { echo "$kv reads back $got"; return 1; }
+        [ "$got" = "${kv#*=}" ] || { REPLY="$kv reads back $got"; return 1; }
     done
 }
 
@@ -293,7 +295,7 @@ params_churn() {
     while [ $ticks -lt $CHURN_TICKS ] && kill -0 "$verify_pid" 2>/dev/null; do
         random_params
         last=$REPLY
-        why=$(apply_params $last) || fail "tick $((ticks + 1)): $last: $why"
+        apply_params $last || fail "tick $((ticks + 1)): $last: $REPLY"
         ticks=$((ticks + 1))
         nap 0.1
     done
