@@ -243,11 +243,20 @@ limit() {
     return $rc
 }
 
+# running PID: PID has not exited. kill -0 succeeds on a zombie too (a child that exited and
+# that its shell has not waited for yet), so this reads the process's state instead; no fork.
+running() {
+    local st
+    read -r st 2>/dev/null <"/proc/$1/stat" || return 1
+    st=${st##*) }
+    [ "${st%% *}" != Z ]
+}
+
 # reap PID SECONDS WHAT: waits at most SECONDS for background PID, then returns its exit status;
 # kills it and fails the check (killed WHAT) if it is still running.
 reap() {
     local end=$((SECONDS + $2))
-    while kill -0 "$1" 2>/dev/null; do
+    while running "$1"; do
         [ $SECONDS -lt $end ] || killed "$3" "$2" "$1"
         nap 0.2
     done
@@ -359,7 +368,7 @@ start_background_io() {
 # not).
 reap_background_io() {
     i=0
-    while kill -0 "$FIO_PID" 2>/dev/null; do
+    while running "$FIO_PID"; do
         i=$((i + 1))
         [ $i -lt $(($1 * 10)) ] || killed fio "$1" "$FIO_PID"
         sleep 0.1
