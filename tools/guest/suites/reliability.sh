@@ -95,14 +95,13 @@ verify_loop() {
     done
 }
 
-HOTPLUG_CYCLES=20
-
-# Each CPU that can go offline goes offline and comes back HOTPLUG_CYCLES times while the slow
-# controller's queues poll under fio verify: before each offline the check waits until the queue
-# of that CPU polls (its vector masked), and counts the offlines that ended an episode, at least
-# one (ended_disabled: the driver ends episodes before a CPU goes down, since the CPU's managed
-# interrupt is shut down and started again behind a masked vector's back). Afterwards every queue
-# is back on interrupts and each one's vector delivers.
+# cpu_hotplug_while_polling MIN MAX: each CPU that can go offline goes offline and comes back
+# while the slow controller's queues poll under fio verify, MIN times and then on until an
+# offline has ended an episode, at most MAX times: before each offline the check waits until the
+# queue of that CPU polls (its vector masked), and counts the offlines that ended an episode, at
+# least one (ended_disabled: the driver ends episodes before a CPU goes down, since the CPU's
+# managed interrupt is shut down and started again behind a masked vector's back). Afterwards
+# every queue is back on interrupts and each one's vector delivers.
 cpu_hotplug_while_polling() {
     slow || return 1
     trap cleanup EXIT
@@ -124,8 +123,9 @@ cpu_hotplug_while_polling() {
     for cpu in $cpus; do
         q=$(queue_of_cpu "$SLOW_DISK" "$cpu") || fail "no queue serves CPU $cpu"
         echo "$cpu" >"$on"
-        polling=0 ended=0
-        for i in $(seq 1 $HOTPLUG_CYCLES); do
+        polling=0 ended=0 i=0
+        while [ $i -lt "$2" ] && { [ $i -lt "$1" ] || [ $ended = 0 ]; }; do
+            i=$((i + 1))
             # The running pass back on this CPU (later passes start there).
             pid=$(pgrep -x fio | head -n 1)
             [ -n "$pid" ] && taskset -a -p -c "$cpu" "$pid" >/dev/null 2>&1
@@ -143,7 +143,7 @@ cpu_hotplug_while_polling() {
                 fail "cpu$cpu did not come back (cycle $i)"
             grep -q FAIL "$log" 2>/dev/null && fail "verify failed during cycle $i: $(grep FAIL "$log")"
         done
-        summary="${summary}cpu$cpu: $HOTPLUG_CYCLES cycles, $polling with $q polling, $ended ended its episode; "
+        summary="${summary}cpu$cpu: $i cycles, $polling with $q polling, $ended ended its episode; "
         # Whether an episode outlives the moment between seeing the vector masked and the CPU's
         # teardown is timing; at least one must, or the case was never tried.
         [ "$ended" -ge 1 ] ||
@@ -537,7 +537,7 @@ mixed_rw_bsrange() {
 switch_soak_slice() {
     slow || return 1
     trap cleanup EXIT
-    verify_switches "$SLOW_DISK" "$SLOW_CTRL" 150 600
+    verify_switches "$SLOW_DISK" "$SLOW_CTRL" 50 600
 }
 
 # --- Two entries per queue ---------------------------------------------------------------------
@@ -624,17 +624,28 @@ no_bad_completions() {
     done
 }
 
+# The soak suite sources this file for its functions, and runs their long versions itself.
+[ "$SUITE" = reliability ] || return 0
 check setup setup_reliability
 check write-fault-fails write_fault_fails
 check discard-fault-fails discard_fault_fails
 check flush-fault-retried flush_fault_retried
 check duplicate-completion-dropped duplicate_completion_dropped
-check cpu-hotplug-while-polling cpu_hotplug_while_polling
+# At least 6 offlines of each CPU: one that catches its queue polling shows a vector left
+# masked across the offline (the queue then takes no interrupt, or the kernel warns of an
+# unbalanced enable), and 18 of 20 offlines did in each of two debug runs (2026-12-06); the
+# cycles go on until one has, at most 20. Every online runs the callback that lets the queues
+# poll again. The soak offlines each CPU 20 times.
+check cpu-hotplug-while-polling cpu_hotplug_while_polling 6 20
 check reset-while-polling reset_while_polling
 check params-churn-under-verify params_churn
 check two-queues-poll-at-once two_queues_poll_at_once
 check two-controllers-at-once two_controllers_at_once
 check mixed-rw-bsrange-switching mixed_rw_bsrange
+# 100 switches (50 episodes), one or two verified passes of 1024 writes: a switch that loses,
+# doubles or corrupts a completion fails its pass's verify or hangs it, and the debug kernel's
+# lockdep and KASAN watch each path of an episode (mask, a reap by the timer, unmask, a reap by
+# the interrupt) from its first run, here 50 times. The soak switches 10,000 times.
 check switch-soak-slice switch_soak_slice
 check no-bad-completions no_bad_completions
 check queue-depth-exhaustion queue_depth_exhaustion
