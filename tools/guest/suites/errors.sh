@@ -276,7 +276,7 @@ queue_layout() {
         hipri=0
         [ "${layout##*/}" -gt 0 ] && hipri=1
         run_fio --name=layout --filename="/dev/$disk" --direct=1 --ioengine=io_uring --hipri=$hipri \
-            --rw=randwrite --bs=4k --iodepth=8 --size=4m --verify=crc32c --do_verify=1 --verify_fatal=1 >&2 ||
+            --rw=randwrite --bs=4k --iodepth=8 --size=1m --verify=crc32c --do_verify=1 --verify_fatal=1 >&2 ||
             fail "$drv, $step: verified I/O (hipri=$hipri) failed"
     done
 }
