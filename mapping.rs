@@ -9,7 +9,10 @@
 //! least `sgl_threshold` bytes (or when only an SGL can describe the request). Metadata goes in
 //! one contiguous buffer (MPTR) unless it has several segments, which needs a metadata SGL.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::SetOnce, //
+};
 
 use crate::{
     cmd::SglDescriptor,
@@ -31,6 +34,7 @@ use crate::{
             SegmentPool,
             Step, //
         },
+        numa::Node,
         pci::Function, //
     }, //
 };
@@ -53,8 +57,8 @@ const _: () = assert!(
         <= 1 + MAX_DESCRIPTORS * (PRPS_PER_PAGE - 1)
 );
 
-/// The controller's DMA pools: descriptor pages and small blocks, and the arrays that remember
-/// PRP data segments for unmapping.
+/// The DMA pools of one NUMA node: descriptor pages and small blocks, and the arrays that
+/// remember PRP data segments for unmapping.
 pub(crate) struct Pools {
     large: DmaPool,
     small: DmaPool,
@@ -62,7 +66,8 @@ pub(crate) struct Pools {
 }
 
 impl Pools {
-    pub(crate) fn new(f: &Function, small_align_512: bool) -> Result<Self> {
+    /// The pools of `node`, small blocks aligned to 512 bytes when the controller needs it.
+    pub(crate) fn new(f: &Function, small_align_512: bool, node: Node) -> Result<Self> {
         let small_align = if small_align_512 { 512 } else { SMALL_BLOCK };
         Ok(Self {
             large: DmaPool::new(
@@ -70,15 +75,55 @@ impl Pools {
                 c"nvme_adaptive descriptor page",
                 PAGE as usize,
                 PAGE as usize,
+                node,
             )?,
             small: DmaPool::new(
                 f,
                 c"nvme_adaptive descriptor small",
                 SMALL_BLOCK,
                 small_align,
+                node,
             )?,
-            segments: SegmentPool::new(f, MAX_SEGMENTS as usize)?,
+            segments: SegmentPool::new(MAX_SEGMENTS as usize, node)?,
         })
+    }
+}
+
+/// The controller's DMA pools, a set per NUMA node that has a queue, made when blk-mq sets up
+/// the first queue on the node (as `nvme_setup_descriptor_pools`): a request's descriptors are
+/// in memory of the node of the CPUs that submit it.
+pub(crate) struct NodePools {
+    nodes: KVec<SetOnce<Pools>>,
+}
+
+impl NodePools {
+    /// No set yet.
+    pub(crate) fn new() -> Result<Self> {
+        let count = Node::count() as usize;
+        let mut nodes = KVec::with_capacity(count, GFP_KERNEL)?;
+        for _ in 0..count {
+            nodes.push(SetOnce::new(), GFP_KERNEL)?;
+        }
+        Ok(Self { nodes })
+    }
+
+    /// Keeps `pools` as `node`'s set; gives them back when the node has one. Callers take
+    /// turns: the set is kept under the pools' access (an RCU read lock), where a set another
+    /// caller made at the same time could not be destroyed.
+    pub(crate) fn set(&self, node: Node, pools: Pools) -> Result<(), Pools> {
+        match self.nodes.get(node.index()) {
+            Some(slot) if slot.as_ref().is_none() => {
+                slot.populate(pools);
+                Ok(())
+            }
+            _ => Err(pools),
+        }
+    }
+
+    /// The set of node `index` (a [`Node::index`]), once made.
+    #[inline]
+    pub(crate) fn on(&self, index: usize) -> Option<&Pools> {
+        self.nodes.get(index)?.as_ref()
     }
 }
 

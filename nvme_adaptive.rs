@@ -41,6 +41,7 @@ use crate::{
     mapping::{
         self,
         Iod,
+        NodePools,
         Pools,
         MAX_META_SEGMENTS,
         MAX_SEGMENTS,
@@ -75,6 +76,10 @@ use crate::{
         },
         debugfs as module_debugfs,
         dma::Unbindable,
+        numa::{
+            pin_init_on,
+            Node, //
+        },
         nvme::{
             self,
             Ctrl,
@@ -162,6 +167,9 @@ pub(crate) struct Controller {
     last_power_state: Atomic<u32>,
     #[pin]
     stats: Mutex<Option<StatsFiles>>,
+    /// Held while a NUMA node's DMA pools are made (blk-mq sets queues up in parallel).
+    #[pin]
+    making_pools: Mutex<()>,
 }
 
 crate::transport!(Controller);
@@ -943,7 +951,7 @@ impl Transport for Controller {
         let pci = Function::new(pdev);
         let dev: &Device<Core<'_>> = pdev.as_ref();
         let regs = Regs::map(pdev)?;
-        let pools = Unbindable::new(dev, Pools::new(&pci, quirks.has(Quirk::DmaPoolAlign512))?)?;
+        let pools = Unbindable::new(dev, NodePools::new()?)?;
         let hw = Arc::new(Hw::new(core, pci, regs, pools), GFP_KERNEL)?;
         let poll = params::poll_queues();
         let io_queues = if quirks.has(Quirk::SharedTags) {
@@ -951,14 +959,13 @@ impl Transport for Controller {
         } else {
             nvme::possible_queues() + poll
         };
+        // As `pci.c`'s `kzalloc_node`/`kcalloc_node`: on the controller's node.
+        let node = Node::from_raw(hw.pci.numa_node());
         let mut queues = KVec::with_capacity(io_queues as usize + 1, GFP_KERNEL)?;
         for qid in 0..=io_queues as u16 {
-            queues.push(
-                KBox::pin_init(Queue::new(qid, hw.clone()), GFP_KERNEL)?,
-                GFP_KERNEL,
-            )?;
+            queues.push(pin_init_on(Queue::new(qid, hw.clone()), node)?, GFP_KERNEL)?;
         }
-        KBox::pin_init(
+        pin_init_on(
             try_pin_init!(Self {
                 queues,
                 hw,
@@ -978,8 +985,9 @@ impl Transport for Controller {
                 subsystem: Atomic::new(false),
                 last_power_state: Atomic::new(u32::MAX),
                 stats <- new_mutex!(None),
+                making_pools <- new_mutex!(()),
             }),
-            GFP_KERNEL,
+            node,
         )
     }
 
@@ -1169,8 +1177,21 @@ impl Transport for Controller {
         }
     }
 
-    fn queue(&self, qid: u32, tags: Tags<Iod>) -> Option<&Queue> {
+    /// Follows `nvme_init_hctx_common`: the queue's descriptors come from its CPUs' node.
+    fn queue(&self, qid: u32, tags: Tags<Iod>, node: Node) -> Option<&Queue> {
         let q = self.queues.get(qid as usize)?;
+        let hw = &self.hw;
+        {
+            // Namespaces are scanned in parallel; a set is made outside the pools' access, which
+            // holds an RCU read lock.
+            let _making = self.making_pools.lock();
+            if hw.pools.with(|sets| sets.on(node.index()).is_none())? {
+                let align_512 = hw.core.has_quirk(Quirk::DmaPoolAlign512);
+                let pools = Pools::new(&hw.pci, align_512, node).ok()?;
+                hw.pools.with(|sets| sets.set(node, pools))?.ok()?;
+            }
+        }
+        q.set_node(node);
         q.set_tags(tags);
         Some(q)
     }

@@ -58,7 +58,7 @@ use crate::{
     mapping::{
         self,
         Iod,
-        Pools, //
+        NodePools, //
     },
     params::{
         self,
@@ -91,6 +91,7 @@ use crate::{
             IrqAndTimer,
             LineSlot, //
         },
+        numa::Node,
         nvme::{
             self,
             Ctrl, //
@@ -110,13 +111,13 @@ pub(crate) struct Hw {
     pub(crate) core: Ctrl,
     pub(crate) pci: Function,
     pub(crate) regs: Regs,
-    pub(crate) pools: Unbindable<Pools>,
+    pub(crate) pools: Unbindable<NodePools>,
     sgl: Atomic<bool>,
     meta_sgl: Atomic<bool>,
 }
 
 impl Hw {
-    pub(crate) fn new(core: Ctrl, pci: Function, regs: Regs, pools: Unbindable<Pools>) -> Self {
+    pub(crate) fn new(core: Ctrl, pci: Function, regs: Regs, pools: Unbindable<NodePools>) -> Self {
         Self {
             core,
             pci,
@@ -304,6 +305,9 @@ crate::irq_and_timer_owner! {
         /// while the trace is on). 16 bits wide: the kernel crate reaches those atomics without its
         /// out-of-line `AtomicRepr::as_ptr` (only the C helper is called).
         tail_seen: Atomic<i16>,
+        /// The NUMA node (its [`Node::index`]) of the CPUs blk-mq maps to the queue, whose pools
+        /// hold its requests' descriptors.
+        node: Atomic<usize>,
         pub(crate) stats: Arc<QueueStats>,
     }
 }
@@ -355,6 +359,7 @@ impl Queue {
                 deleted <- Waiter::new(),
                 delete_failed: Atomic::new(false),
                 tail_seen: Atomic::new(0),
+                node: Atomic::new(0),
                 stats,
             }? Error))
         })
@@ -611,7 +616,7 @@ impl Queue {
                     .with(|pools| {
                         mapping::map(
                             &hw.pci,
-                            pools,
+                            pools.on(self.node.load(Relaxed)).ok_or(Status::ioerr())?,
                             hw.sgl_supported(),
                             hw.meta_sgl_supported(),
                             io_queue,
@@ -647,7 +652,11 @@ impl Queue {
         if rq.pdu().is_direct() {
             mapping::unmap_direct(&hw.pci, rq);
         } else {
-            hw.pools.with(|pools| mapping::unmap(&hw.pci, pools, rq));
+            hw.pools.with(|pools| {
+                if let Some(pools) = pools.on(self.node.load(Relaxed)) {
+                    mapping::unmap(&hw.pci, pools, rq);
+                }
+            });
         }
     }
 
@@ -798,6 +807,11 @@ impl Queue {
     /// Takes the tags blk-mq set the queue's hardware context up with (again).
     pub(crate) fn set_tags(&self, tags: Tags<Iod>) {
         self.lock_cq().tags = tags;
+    }
+
+    /// Takes the node of the CPUs blk-mq maps to the queue (again), whose pools must exist.
+    pub(crate) fn set_node(&self, node: Node) {
+        self.node.store(node.index(), Relaxed);
     }
 
     /// Takes the CQ lock from process or softirq context (local interrupts off while held).

@@ -16,6 +16,7 @@ pub(crate) mod entry;
 mod ffi;
 pub(crate) mod hrtimer;
 pub(crate) mod irq;
+pub(crate) mod numa;
 pub(crate) mod nvme;
 pub(crate) mod params;
 pub(crate) mod pci;
@@ -65,8 +66,10 @@ pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     fn virt_boundary(&self, is_admin: bool) -> u64;
     /// nvme-core's reset work, on the function the driver is bound to (`dev`).
     fn reset_work(&self, dev: &kernel::device::Device<kernel::device::Bound>);
-    /// The queue serving hardware queue `qid` (0: admin), which blk-mq is setting up.
-    fn queue(&self, qid: u32, tags: blk::Tags<Self::Iod>) -> Option<&Self::Queue>;
+    /// The queue serving hardware queue `qid` (0: admin), which blk-mq is setting up for the
+    /// CPUs of `node`.
+    fn queue(&self, qid: u32, tags: blk::Tags<Self::Iod>, node: numa::Node)
+        -> Option<&Self::Queue>;
     fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);
     /// An Abort command sent by [`Transport::timeout`] completed with `status`.
     fn abort_done(&self, status: u16);

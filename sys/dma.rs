@@ -32,6 +32,7 @@ use super::{
         Status, //
     },
     ffi,
+    numa::Node,
     pci::Function, //
 };
 
@@ -268,15 +269,20 @@ unsafe impl Send for DmaPool {}
 unsafe impl Sync for DmaPool {}
 
 impl DmaPool {
+    /// A pool of `size`-byte blocks aligned to `align`, in memory of `node`.
     pub(crate) fn new(
         f: &Function,
         name: &'static CStr,
         size: usize,
         align: usize,
+        node: Node,
     ) -> Result<Self> {
         let origin = Origin::new_pool(size / 8)?;
-        // SAFETY: `f` is a bound device; `name` is a static string.
-        let pool = unsafe { ffi::nva_dma_pool_create(name.as_char_ptr(), f.raw(), size, align) };
+        let node = node.index() as i32;
+        // SAFETY: `f` is a bound device; `name` is a static string; `node` is a node the
+        // kernel knows.
+        let pool =
+            unsafe { ffi::nva_dma_pool_create(name.as_char_ptr(), f.raw(), size, align, node) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
             origin,
@@ -376,11 +382,13 @@ unsafe impl Send for SegmentPool {}
 unsafe impl Sync for SegmentPool {}
 
 impl SegmentPool {
-    pub(crate) fn new(f: &Function, capacity: usize) -> Result<Self> {
+    /// A pool of arrays of `capacity` entries, in memory of `node`.
+    pub(crate) fn new(capacity: usize, node: Node) -> Result<Self> {
         let origin = Origin::new_pool(capacity)?;
         let size = capacity * core::mem::size_of::<SavedSegment>();
-        // SAFETY: Creates a mempool of kmalloc'ed `size`-byte elements.
-        let pool = unsafe { ffi::nva_vec_pool_create(size, f.numa_node()) };
+        // SAFETY: Creates a mempool of kmalloc'ed `size`-byte elements on a node the kernel
+        // knows.
+        let pool = unsafe { ffi::nva_vec_pool_create(size, node.index() as i32) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
             origin,

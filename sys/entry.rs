@@ -34,6 +34,7 @@ use kernel::{
 use super::{
     blk,
     ffi,
+    numa,
     nvme,
     pci,
     Transport, //
@@ -273,11 +274,13 @@ pub(crate) unsafe fn free_ctrl<T: Transport>(t: *mut c_void) {
 
 /// # Safety
 ///
-/// Called by blk-mq (`init_hctx`) with a live controller's transport and the hctx's tags.
+/// Called by blk-mq (`init_hctx`) with a live controller's transport, the hctx's tags and its
+/// NUMA node.
 pub(crate) unsafe fn init_hctx<T: Transport>(
     t: *mut c_void,
     qid: c_uint,
     tags: *mut bindings::blk_mq_tags,
+    node: c_int,
 ) -> *mut c_void {
     // SAFETY: The caller's promise.
     let t = unsafe { transport::<T>(t) };
@@ -288,9 +291,10 @@ pub(crate) unsafe fn init_hctx<T: Transport>(
     // and `init_hctx` runs again whenever that changes; the tag sets of a controller of `T`
     // carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`).
     let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags) };
-    t.queue(qid, tags).map_or(core::ptr::null_mut(), |q| {
-        core::ptr::from_ref(q).cast_mut().cast()
-    })
+    t.queue(qid, tags, numa::Node::from_raw(node))
+        .map_or(core::ptr::null_mut(), |q| {
+            core::ptr::from_ref(q).cast_mut().cast()
+        })
 }
 
 /// # Safety
@@ -448,7 +452,7 @@ macro_rules! transport {
             export!($t, nva_rust_virt_boundary => virt_boundary(t: *mut c_void, a: bool) -> c_ulong);
             export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
             export!($t, nva_rust_init_hctx => init_hctx(
-                t: *mut c_void, qid: c_uint, tags: *mut blk_mq_tags) -> *mut c_void);
+                t: *mut c_void, qid: c_uint, tags: *mut blk_mq_tags, node: c_int) -> *mut c_void);
             export!($t, nva_rust_init_request => init_request(rq: *mut request) -> ());
             export!($t, nva_rust_queue_rq => queue_rq(
                 q: *mut c_void, rq: *mut request, last: bool) -> u8);

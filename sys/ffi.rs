@@ -254,6 +254,7 @@ extern "C" {
         pdev: *mut pci_dev,
         size: usize,
         align: usize,
+        node: c_int,
     ) -> *mut dma_pool;
     pub(crate) fn nva_dma_pool_alloc(pool: *mut dma_pool, dma: *mut u64) -> *mut c_void;
 
@@ -272,6 +273,7 @@ extern "C" {
     pub(crate) fn nva_pci_name(pdev: *mut pci_dev) -> *const c_char;
     pub(crate) fn nva_pci_discard_saved_state(pdev: *mut pci_dev);
     pub(crate) fn nva_pci_numa_node(pdev: *mut pci_dev) -> c_int;
+    pub(crate) fn nva_nr_node_ids() -> c_uint;
     pub(crate) fn nva_pci_keeps_context_in_suspend(pdev: *mut pci_dev) -> bool;
     pub(crate) fn nva_dma_opt_mapping_size(pdev: *mut pci_dev) -> u64;
     pub(crate) fn nva_dma_setup(

@@ -103,7 +103,7 @@ void nva_rust_submit_async_event(void *t);
 int nva_rust_subsystem_reset(void *t);
 unsigned long nva_rust_virt_boundary(void *t, bool is_admin);
 void nva_rust_reset_work(void *t);
-void *nva_rust_init_hctx(void *t, unsigned int qid, struct blk_mq_tags *tags);
+void *nva_rust_init_hctx(void *t, unsigned int qid, struct blk_mq_tags *tags, int numa_node);
 blk_status_t nva_rust_queue_rq(void *q, struct request *rq, bool last);
 void nva_rust_queue_rqs(struct rq_list *rqlist);
 void nva_rust_commit_rqs(void *q);
@@ -1033,9 +1033,9 @@ void nva_vec_pool_destroy(mempool_t *pool)
 }
 
 struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size,
-				     size_t align)
+				     size_t align, int node)
 {
-	return dma_pool_create_node(name, &pdev->dev, size, align, 0, dev_to_node(&pdev->dev));
+	return dma_pool_create_node(name, &pdev->dev, size, align, 0, node);
 }
 
 void *nva_dma_pool_alloc(struct dma_pool *pool, u64 *dma)
@@ -1106,6 +1106,11 @@ void nva_pci_discard_saved_state(struct pci_dev *pdev)
 int nva_pci_numa_node(struct pci_dev *pdev)
 {
 	return dev_to_node(&pdev->dev);
+}
+
+unsigned int nva_nr_node_ids(void)
+{
+	return nr_node_ids;
 }
 
 /* Whether a system suspend keeps the device powered, with its link in a low-power state. */
@@ -1321,7 +1326,7 @@ static void nva_reset_work(struct work_struct *work)
 
 static int nva_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int qid)
 {
-	void *q = nva_rust_init_hctx(to_nva(data)->transport, qid, hctx->tags);
+	void *q = nva_rust_init_hctx(to_nva(data)->transport, qid, hctx->tags, hctx->numa_node);
 
 	if (!q)
 		return -EINVAL;

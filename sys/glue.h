@@ -178,7 +178,8 @@ mempool_t *nva_vec_pool_create(size_t size, int node);
 void *nva_vec_pool_alloc(mempool_t *pool);
 void nva_vec_pool_free(mempool_t *pool, void *p);
 void nva_vec_pool_destroy(mempool_t *pool);
-struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size, size_t align);
+struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size, size_t align,
+				     int node);
 void *nva_dma_pool_alloc(struct dma_pool *pool, u64 *dma);
 int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok);
 bool nva_pci_is_enabled(struct pci_dev *pdev);
@@ -190,6 +191,7 @@ unsigned int nva_possible_queues(void);
 const char *nva_pci_name(struct pci_dev *pdev);
 void nva_pci_discard_saved_state(struct pci_dev *pdev);
 int nva_pci_numa_node(struct pci_dev *pdev);
+unsigned int nva_nr_node_ids(void);
 bool nva_pci_keeps_context_in_suspend(struct pci_dev *pdev);
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev);
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask);
