@@ -47,6 +47,18 @@ view_matches_stock() {
     echo "$(wc -l </tmp/our_view) fields as under stock"
 }
 
+# pci.c's DMI rules (check_vendor_combination_bug): the test rig's board is named LXKT-ZXEG-N6
+# (tools/vm), which gives any controller no_apst; the stock driver must show it, or the rig
+# proves nothing, and ours the same quirks.
+dmi_quirk() {
+    stock=$(grep ^quirks /tmp/stock_view | cut -d' ' -f2-)
+    ours=$(grep ^quirks /tmp/our_view | cut -d' ' -f2-)
+    echo " $stock " | grep -q " no_apst " ||
+        fail "the stock driver's quirks '$stock' lack no_apst (board: $(cat /sys/class/dmi/id/board_name 2>&1))"
+    [ "$ours" = "$stock" ] || fail "quirks show '$ours', the stock driver's '$stock'"
+    echo "$ours, as under stock"
+}
+
 # quirks=VID:DID:names, as pci.c parses it: an unknown name fails insmod; a known one is added to
 # the controller's quirks, and ^name removes one its ID table gave (QEMU's: bogus_nid).
 quirks_param() {
@@ -166,6 +178,7 @@ check stock-view record_stock_view
 check bind nvme-bind "$CTRL_NULL" nvme_adaptive
 check bound-to-adaptive bound_to_adaptive
 check view-matches-stock view_matches_stock
+check dmi-quirk dmi_quirk
 check unbind-to-stock nvme-bind "$CTRL_NULL" nvme
 check rmmod unload_adaptive
 check quirks-param quirks_param
