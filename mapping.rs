@@ -26,6 +26,7 @@ use crate::{
             Status, //
         },
         dma::{
+            DataIter,
             DmaPool,
             P2p,
             PoolBlock,
@@ -312,24 +313,20 @@ fn map_data(f: &Function, pools: &Pools, sgl: SglUse, rq: &mut Request<Iod>) -> 
             done => return done,
         }
     }
-    let first = match rq.map_data_start(f) {
-        Step::Segment(s) => s,
-        Step::Failed(e) => return Err(e),
-        Step::Done => return Err(Status::ioerr()),
-    };
+    let (first, mut iter) = rq.map_data_start(f)?;
     if !first.p2p.is_known() {
         return Err(Status::resource());
     }
     let threshold = params::sgl_threshold();
     let use_sgl = match sgl {
         SglUse::Forced => true,
-        SglUse::Supported => threshold != 0 && average_segment(rq) >= threshold,
+        SglUse::Supported => threshold != 0 && average_segment(&iter) >= threshold,
         SglUse::Unsupported => false,
     };
     let result = if use_sgl {
-        build_sgl(f, pools, rq, first)
+        build_sgl(f, pools, &mut iter, first)
     } else {
-        build_prps(f, pools, rq, first)
+        build_prps(f, pools, &mut iter, first)
     };
     if result.is_err() {
         unmap_data(f, pools, rq);
@@ -338,8 +335,8 @@ fn map_data(f: &Function, pools: &Pools, sgl: SglUse, rq: &mut Request<Iod>) -> 
 }
 
 /// The average segment size, in bytes: a coalesced mapping is one segment.
-fn average_segment(rq: &mut Request<Iod>) -> u32 {
-    let segments = if rq.data_coalesced() {
+fn average_segment(rq: &DataIter<'_, Iod>) -> u32 {
+    let segments = if rq.coalesced() {
         1
     } else {
         u32::from(rq.nr_phys_segments()).max(1)
@@ -407,11 +404,11 @@ impl Walk<'_> {
     }
 
     /// Moves to the next segment once the current one is used up; false when there is none.
-    fn advance(&mut self, rq: &mut Request<Iod>) -> Result<bool, Status> {
+    fn advance(&mut self, rq: &mut DataIter<'_, Iod>) -> Result<bool, Status> {
         if self.seg.len > 0 {
             return Ok(true);
         }
-        match rq.map_data_next(self.f) {
+        match rq.next(self.f) {
             Step::Segment(s) => {
                 self.seg = s;
                 self.save()?;
@@ -435,10 +432,10 @@ impl Walk<'_> {
 fn build_prps(
     f: &Function,
     pools: &Pools,
-    rq: &mut Request<Iod>,
+    rq: &mut DataIter<'_, Iod>,
     first: Segment,
 ) -> Result<(), Status> {
-    let unmap_each = rq.data_needs_unmap_each(f, first.p2p);
+    let unmap_each = rq.needs_unmap_each(f, first.p2p);
     let mut walk = Walk {
         f,
         seg: first,
@@ -464,7 +461,7 @@ fn build_prps(
 
 fn prp_entries(
     pools: &Pools,
-    rq: &mut Request<Iod>,
+    rq: &mut DataIter<'_, Iod>,
     walk: &mut Walk<'_>,
     descriptors: &mut Descriptors,
     total: &mut usize,
@@ -524,13 +521,13 @@ fn prp_entries(
 fn build_sgl(
     f: &Function,
     pools: &Pools,
-    rq: &mut Request<Iod>,
+    rq: &mut DataIter<'_, Iod>,
     first: Segment,
 ) -> Result<(), Status> {
     let entries = u32::from(rq.nr_phys_segments());
     let mut descriptors = Descriptors::default();
     let mut total = first.len as usize;
-    let outcome = if entries == 1 || rq.data_coalesced() {
+    let outcome = if entries == 1 || rq.coalesced() {
         rq.command()
             .set_sgl(SglDescriptor::data(first.addr, first.len));
         Ok(())
@@ -550,7 +547,7 @@ fn build_sgl(
 fn sgl_entries(
     f: &Function,
     pools: &Pools,
-    rq: &mut Request<Iod>,
+    rq: &mut DataIter<'_, Iod>,
     first: Segment,
     entries: u32,
     descriptors: &mut Descriptors,
@@ -584,7 +581,7 @@ fn sgl_entries(
         list.set(2 * mapped as usize + 1, u64::from_le(words[1]));
         mapped += 1;
         *total += seg.len as usize;
-        match rq.map_data_next(f) {
+        match rq.next(f) {
             Step::Segment(s) => seg = s,
             Step::Done => break Ok(()),
             Step::Failed(e) => break Err(e),
@@ -619,21 +616,17 @@ fn map_meta_iter(
     meta_sgl_supported: bool,
     rq: &mut Request<Iod>,
 ) -> Result<(), Status> {
-    let first = match rq.map_meta_start(f) {
-        Step::Segment(s) => s,
-        Step::Failed(e) => return Err(e),
-        Step::Done => return Err(Status::ioerr()),
-    };
-    let entries = if rq.meta_coalesced() {
+    let (first, mut iter) = rq.map_meta_start(f)?;
+    let entries = if iter.coalesced() {
         1
     } else {
-        u32::from(rq.nr_integrity_segments())
+        u32::from(iter.nr_integrity_segments())
     };
     // MPTR has an implicit length the kernel sized from the format; user commands get an SGL,
     // whose explicit length lets the controller catch a wrong buffer.
-    if !meta_sgl_supported || (entries == 1 && !rq.is_user_command()) {
-        rq.command().set_metadata(first.addr, false);
-        rq.pdu().meta = Meta::Iter {
+    if !meta_sgl_supported || (entries == 1 && !iter.is_user_command()) {
+        iter.command().set_metadata(first.addr, false);
+        iter.pdu().meta = Meta::Iter {
             total: first.len as usize,
             p2p: first.p2p,
             first,
@@ -642,7 +635,7 @@ fn map_meta_iter(
         return Ok(());
     }
     let Some(mut block) = pools.small.alloc() else {
-        rq.pdu().meta = Meta::Iter {
+        iter.pdu().meta = Meta::Iter {
             total: first.len as usize,
             p2p: first.p2p,
             first,
@@ -652,7 +645,7 @@ fn map_meta_iter(
         return Err(Status::resource());
     };
     let block_dma = block.dma();
-    rq.command().set_metadata(block_dma, true);
+    iter.command().set_metadata(block_dma, true);
     let mut total = first.len as usize;
     let mut outcome = Ok(());
     if entries == 1 {
@@ -671,7 +664,7 @@ fn map_meta_iter(
             i += 1;
             set_sgl(&mut block, i, SglDescriptor::data(seg.addr, seg.len));
             total += seg.len as usize;
-            match rq.map_meta_next(f) {
+            match iter.next(f) {
                 Step::Segment(s) => seg = s,
                 Step::Done => break,
                 Step::Failed(e) => {
@@ -686,7 +679,7 @@ fn map_meta_iter(
             SglDescriptor::last_segment(block_dma + 16, i as u32),
         );
     }
-    rq.pdu().meta = Meta::Iter {
+    iter.pdu().meta = Meta::Iter {
         total,
         p2p: first.p2p,
         first,

@@ -28,6 +28,7 @@ use kernel::{
 
 use super::{
     blk::{
+        CommandPointers,
         Request,
         Status, //
     },
@@ -93,17 +94,95 @@ impl Step {
     }
 }
 
-macro_rules! iter_fns {
-    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+/// A request whose data (`DataIter`) or metadata (`MetaIter`) the block layer's iterator is
+/// mapping, made by the start: the segments after the first come only from here. It holds the
+/// request's exclusive borrow, so the other iterator, which keeps its state in the same place
+/// in the PDU, cannot start meanwhile; the request's data (`pdu`, `command`) and its `&self`
+/// methods stay in reach.
+macro_rules! map_iter {
+    ($(#[$m:meta])* $name:ident, $next:ident, $coalesced:ident) => {
+        $(#[$m])*
+        ///
+        /// # Invariants
+        ///
+        /// The request's iterator of this kind was started, and the other kind not since (that
+        /// needs the request's exclusive borrow, which this holds).
+        pub(crate) struct $name<'a, P>(&'a mut Request<P>);
+
+        impl<P: Default> $name<'_, P> {
+            /// The next segment, or why there is none.
+            pub(crate) fn next(&mut self, f: &Function) -> Step {
+                let mut seg = ffi::DmaSeg::default();
+                // SAFETY: The request is live and the driver's; its iterator was started (type
+                // invariant) and glue.c keeps its state in the request's PDU; `seg` is valid
+                // for writes.
+                let ok = unsafe { ffi::$next(self.0.raw(), f.dma_dev(), &mut seg) };
+                Step::from(ok, seg)
+            }
+
+            /// Whether the iterator merged every segment into one range (an IOMMU mapping).
+            pub(crate) fn coalesced(&self) -> bool {
+                // SAFETY: The request is live and its iterator was started.
+                unsafe { ffi::$coalesced(self.0.raw()) }
+            }
+
+            pub(crate) fn pdu(&mut self) -> &mut P {
+                self.0.pdu()
+            }
+
+            pub(crate) fn command(&mut self) -> CommandPointers<'_> {
+                self.0.command()
+            }
+        }
+
+        impl<P> core::ops::Deref for $name<'_, P> {
+            type Target = Request<P>;
+
+            fn deref(&self) -> &Request<P> {
+                self.0
+            }
+        }
+    };
+}
+
+map_iter!(
+    /// The data mapping iterator of a request.
+    DataIter,
+    nva_dma_iter_next,
+    nva_dma_coalesced
+);
+map_iter!(
+    /// The metadata mapping iterator of a request.
+    MetaIter,
+    nva_meta_iter_next,
+    nva_meta_coalesced
+);
+
+impl<P: Default> DataIter<'_, P> {
+    /// Whether each data segment must be unmapped on its own (so remembered while mapping).
+    pub(crate) fn needs_unmap_each(&self, f: &Function, p2p: P2p) -> bool {
+        // SAFETY: The request is live and its data mapping was started.
+        unsafe { ffi::nva_dma_need_unmap_each(self.0.raw(), f.dma_dev(), p2p.0) }
+    }
+}
+
+/// Starts an iterator: its first segment, or why there is none (an error: a request mapped
+/// through the iterator has data).
+macro_rules! start_fns {
+    ($($(#[$m:meta])* $name:ident -> $iter:ident = $ffi:ident;)*) => {
         $(
             $(#[$m])*
-            pub(crate) fn $name(&mut self, f: &Function) -> Step {
+            pub(crate) fn $name(&mut self, f: &Function) -> Result<(Segment, $iter<'_, P>), Status> {
                 let mut seg = ffi::DmaSeg::default();
                 // SAFETY: The request is live and the driver's; glue.c keeps the iterator's
                 // state in the request's PDU and fails a start without data to map; `seg` is
                 // valid for writes.
                 let ok = unsafe { ffi::$ffi(self.raw(), f.dma_dev(), &mut seg) };
-                Step::from(ok, seg)
+                match Step::from(ok, seg) {
+                    Step::Segment(first) => Ok((first, $iter(self))),
+                    Step::Failed(e) => Err(e),
+                    Step::Done => Err(Status::ioerr()),
+                }
             }
         )*
     };
@@ -147,30 +226,11 @@ impl<P: Default> Request<P> {
             .then_some((addr, len))
     }
 
-    iter_fns! {
-        /// Starts mapping the request's data; the first segment, or why there is none.
-        map_data_start => nva_dma_iter_start;
-        map_data_next => nva_dma_iter_next;
+    start_fns! {
+        /// Starts mapping the request's data.
+        map_data_start -> DataIter = nva_dma_iter_start;
         /// Starts mapping the request's integrity metadata.
-        map_meta_start => nva_meta_iter_start;
-        map_meta_next => nva_meta_iter_next;
-    }
-
-    /// Whether the iterator merged all data into one range (an IOMMU mapping).
-    pub(crate) fn data_coalesced(&mut self) -> bool {
-        // SAFETY: The request is live and its data mapping was started.
-        unsafe { ffi::nva_dma_coalesced(self.raw()) }
-    }
-
-    pub(crate) fn meta_coalesced(&mut self) -> bool {
-        // SAFETY: The request is live and its metadata mapping was started.
-        unsafe { ffi::nva_meta_coalesced(self.raw()) }
-    }
-
-    /// Whether each data segment must be unmapped on its own (so remembered while mapping).
-    pub(crate) fn data_needs_unmap_each(&mut self, f: &Function, p2p: P2p) -> bool {
-        // SAFETY: The request is live and its data mapping was started.
-        unsafe { ffi::nva_dma_need_unmap_each(self.raw(), f.dma_dev(), p2p.0) }
+        map_meta_start -> MetaIter = nva_meta_iter_start;
     }
 
     /// Unmaps the iterator's data mapping as a whole; false when each segment must be
