@@ -199,8 +199,29 @@ macro_rules! calls {
         $(
             $(#[$m])*
             pub(crate) fn $name(self) {
-                // SAFETY: The controller is valid (type invariant); nvme-core allows the call
-                // from the transport in any state.
+                // SAFETY: The controller is valid (type invariant). nvme-core allows the call
+                // in any state once `init` ran, the admin queue's once it exists; calling it no
+                // earlier is the transport's part, not typed yet (design.rst).
+                unsafe { ffi::$ffi(self.raw()) }
+            }
+        )*
+    };
+}
+
+/// nvme-core's calls that end or free every request of a tag set. They are sound only in the
+/// order `nvme_dev_disable` and `nvme_remove` keep, which is the transport's part, not typed
+/// yet (design.rst): a cancel ends a request a reap or `queue_rq` may hold unless the device
+/// can no longer complete commands and every completion path is stopped; a tag set freed while
+/// a namespace's queue or a queue's [`blk::Tags`] still reach it leaves them in freed memory.
+macro_rules! teardown_calls {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+        $(
+            $(#[$m])*
+            pub(crate) fn $name(self) {
+                // SAFETY: The controller is valid (type invariant); a tag set that does not
+                // exist is skipped (by nvme-core for a cancel, by glue.c for a removal). That
+                // no request of the tag set is held or reachable is the transport's part (see
+                // the macro).
                 unsafe { ffi::$ffi(self.raw()) }
             }
         )*
@@ -296,12 +317,18 @@ impl Ctrl {
         sync_queues => nva_ctrl_sync_queues;
         mark_namespaces_dead => nva_ctrl_mark_namespaces_dead;
         remove_namespaces => nva_ctrl_remove_namespaces;
+        clear_npss => nva_ctrl_clear_npss;
+        abort_limit_put => nva_ctrl_abort_limit_put;
+    }
+
+    teardown_calls! {
+        /// Ends every request of the I/O tag set still in flight as cancelled.
         cancel_tagset => nva_ctrl_cancel_tagset;
         cancel_admin_tagset => nva_ctrl_cancel_admin_tagset;
-        clear_npss => nva_ctrl_clear_npss;
+        /// Frees the admin tag set and the admin request queue.
         remove_admin_tag_set => nva_remove_admin_tag_set;
+        /// Frees the I/O tag set, after the namespaces and the queues' `Tags` went.
         remove_io_tag_set => nva_remove_io_tag_set;
-        abort_limit_put => nva_ctrl_abort_limit_put;
     }
 
     /// The controller's character device (`nvmeN`), for messages; before `init`, the PCI
