@@ -347,7 +347,8 @@ impl<P: Default> Request<P> {
 
 /// A request's NVMe command as the transport may change it: where its data and metadata are.
 /// The rest is nvme-core's, the command identifier above all, by which the completion finds
-/// the request.
+/// the request. That the addresses are the request's mappings is the transport's part, not
+/// typed (design.rst).
 pub(crate) struct CommandPointers<'a>(&'a mut Command);
 
 impl CommandPointers<'_> {
@@ -435,7 +436,9 @@ impl<P: Default> Tags<P> {
         }
     }
 
-    /// The request in flight under command identifier `cid`, if its generation matches.
+    /// The request in flight under command identifier `cid`, if its generation matches, for
+    /// the completion the controller posted with `cid`. That `cid` comes from one is the
+    /// transport's part, not typed (design.rst): a request it holds elsewhere could be found.
     pub(crate) fn find(&self, cid: u16) -> Option<Request<P>> {
         let tags = self.tags?.as_ptr();
         // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
@@ -445,7 +448,7 @@ impl<P: Default> Tags<P> {
         let rq = unsafe { ffi::nva_find_rq(tags, cid) };
         // SAFETY: A found request is in flight on this queue, issued by the transport; its tag
         // set has `P` PDUs (type invariant); the device completing it hands it back to the
-        // driver.
+        // driver (`cid` came from its completion: the caller's part, see above).
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
     }
 }

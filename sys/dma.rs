@@ -208,7 +208,8 @@ impl<P: Default> Request<P> {
     /// Unmaps what [`Request::map_first_segment`] mapped.
     #[inline(always)]
     pub(crate) fn unmap_page(&mut self, f: &Function, addr: u64, len: u32) {
-        // SAFETY: `addr` and `len` are a mapping of this request's data.
+        // SAFETY: `addr` and `len` are a mapping of this request's data: the caller's part, not
+        // typed (design.rst).
         unsafe { ffi::nva_unmap_page(self.raw(), f.dma_dev(), addr, len) }
     }
 
@@ -236,18 +237,21 @@ impl<P: Default> Request<P> {
     /// Unmaps the iterator's data mapping as a whole; false when each segment must be
     /// unmapped with [`Request::unmap_segment`].
     pub(crate) fn unmap_data(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: The request's data was mapped with the iterator, `mapped` bytes of it.
+        // SAFETY: The request's data was mapped with the iterator, `mapped` bytes of it: the
+        // caller's part, not typed (design.rst).
         unsafe { ffi::nva_dma_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
     pub(crate) fn unmap_meta(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: The request's metadata was mapped with the iterator, `mapped` bytes of it.
+        // SAFETY: The request's metadata was mapped with the iterator, `mapped` bytes of it:
+        // the caller's part, not typed (design.rst).
         unsafe { ffi::nva_meta_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
     }
 
     /// Unmaps one segment the iterator mapped.
     pub(crate) fn unmap_segment(&mut self, f: &Function, seg: Segment) {
-        // SAFETY: `seg` is a segment mapped for this request.
+        // SAFETY: `seg` is a segment mapped for this request: the caller's part, not typed
+        // (design.rst).
         unsafe { ffi::nva_dma_unmap_phys(self.raw(), f.dma_dev(), seg.addr, seg.len, seg.p2p.0) }
     }
 }

@@ -548,7 +548,8 @@ impl Ctrl {
         Ok(ret as u32)
     }
 
-    /// Runs an admin command and waits for it: the NVMe status (0 is success).
+    /// Runs an admin command and waits for it: the NVMe status (0 is success). The DMA
+    /// addresses it carries are the transport's part, not typed (design.rst).
     pub(crate) fn submit_sync(self, cmd: &Command) -> Result<u32> {
         // SAFETY: The controller is valid; `cmd` is a 64-byte NVMe command (glue.c checks the
         // size of `struct nvme_command` at build time) that glue.c copies before use.
