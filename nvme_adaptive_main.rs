@@ -18,6 +18,7 @@
 
 use kernel::prelude::*;
 
+mod cmb;
 mod cmd;
 mod hrtimer;
 mod irq;
