@@ -16,6 +16,11 @@ pub(crate) mod cmbsz {
     pub(crate) const WDS: u32 = 1 << 4;
 }
 
+/// CMBMSC: Capabilities Registers Enabled (CMBLOC and CMBSZ read as something).
+pub(crate) const CMBMSC_CRE: u64 = 1 << 0;
+/// CMBMSC: Controller Memory Space Enabled (the controller decodes the CMB at CBA).
+pub(crate) const CMBMSC_CMSE: u64 = 1 << 1;
+
 /// What CMBLOC and CMBSZ say.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub(crate) struct Registers {

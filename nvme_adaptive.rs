@@ -37,6 +37,10 @@ use kernel::{
 };
 
 use crate::{
+    cmb::{
+        self,
+        cmbsz, //
+    },
     cmd::Command,
     mapping::{
         self,
@@ -89,6 +93,7 @@ use crate::{
             State, //
         },
         pci::{
+            memremap_alignment,
             ChannelState,
             ErsResult,
             Function,
@@ -126,6 +131,8 @@ struct DevState {
     /// The controller supports NVM subsystem reset.
     subsystem: bool,
     shadow: Option<Arc<ShadowDoorbells>>,
+    /// Bytes of it registered as peer-to-peer memory (0: none, so far).
+    cmb_size: u64,
 }
 
 /// The debugfs directory of a controller: one file per queue (and, with fault injection, one
@@ -233,6 +240,7 @@ impl Controller {
         st.depth = self.io_depth(cap);
         st.stride = regs::cap::doorbell_stride(cap);
         core.set_sqsize(st.depth - 1);
+        self.map_cmb(st, cap)?;
         pci.save_state();
         self.configure_admin_queue(st, cap)
     }
@@ -261,6 +269,53 @@ impl Controller {
             dev_warn!(core.device(), "IO queue depth clamped to {}\n", depth);
         }
         depth as u16
+    }
+
+    /// Follows `nvme_map_cmb`: finds the controller memory buffer, gives its registers to
+    /// sysfs, and registers it as peer-to-peer memory (published for other drivers if it takes
+    /// data), once: that lasts until unbind.
+    /// Without `CONFIG_PCI_P2PDMA` the registration fails as the stock driver's does: sysfs
+    /// shows the CMB, nothing uses it, and the next enable tries again.
+    fn map_cmb(&self, st: &mut DevState, cap: u64) -> Result {
+        let (core, pci, regs) = (self.core(), self.pci(), &self.hw.regs);
+        if st.cmb_size != 0 {
+            return Ok(());
+        }
+        if regs::cap::cmbs(cap) {
+            regs.write32(regs::CMBMSC, cmb::CMBMSC_CRE as u32)?;
+        }
+        let cmbsz = regs.read32(regs::CMBSZ)?;
+        if cmbsz == 0 {
+            return Ok(());
+        }
+        let cmb = cmb::Registers {
+            cmbloc: regs.read32(regs::CMBLOC)?,
+            cmbsz,
+        };
+        core.set_cmb_registers(cmb.cmbloc, cmb.cmbsz);
+        let bar = cmb.bar();
+        let Some((offset, size)) = cmb.in_bar(pci.bar_len(bar)) else {
+            return Ok(());
+        };
+        let align = memremap_alignment();
+        if size % align != 0 || pci.bar_start(bar) % align != 0 {
+            return Ok(());
+        }
+        // Where the host sees the CMB, and decoding on (the NVMe 1.4 scheme).
+        if regs::cap::cmbs(cap) {
+            let base = pci.bar_bus_address(bar).wrapping_add(offset);
+            regs.write64_hi_lo(regs::CMBMSC, cmb::CMBMSC_CRE | cmb::CMBMSC_CMSE | base)?;
+        }
+        if pci.add_p2p_memory(bar, size, offset).is_err() {
+            dev_warn!(core.device(), "failed to register the CMB\n");
+            regs.write64_hi_lo(regs::CMBMSC, 0)?;
+            return Ok(());
+        }
+        st.cmb_size = size;
+        if cmb.supports(cmbsz::WDS | cmbsz::RDS) {
+            pci.publish_p2p_memory(true);
+        }
+        Ok(())
     }
 
     /// Follows `nvme_pci_configure_admin_queue`.
@@ -717,6 +772,7 @@ impl Controller {
         core.init_finish(false)?;
         self.after_identify();
         self.prepare_shadow(dev);
+        core.update_attrs();
         self.setup_io_queues(dev)?;
         if self.online() > 1 {
             core.alloc_io_tag_set::<Self>(self.nr_maps())?;
@@ -814,6 +870,7 @@ impl Controller {
         core.init_finish(was_suspended)?;
         self.after_identify();
         self.prepare_shadow(dev);
+        core.update_attrs();
         self.setup_io_queues(dev)?;
         if self.online() > 1 {
             self.enable_shadow();
@@ -976,6 +1033,7 @@ impl Transport for Controller {
                     max_qid: 0,
                     subsystem: false,
                     shadow: None,
+                    cmb_size: 0,
                 }),
                 layout: Layout {
                     vectors: Atomic::new(0),

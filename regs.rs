@@ -20,6 +20,12 @@ pub(crate) const AQA: usize = 0x24;
 pub(crate) const ASQ: usize = 0x28;
 /// Admin Completion Queue Base Address (64 bits).
 pub(crate) const ACQ: usize = 0x30;
+/// Controller Memory Buffer Location.
+pub(crate) const CMBLOC: usize = 0x38;
+/// Controller Memory Buffer Size.
+pub(crate) const CMBSZ: usize = 0x3c;
+/// Controller Memory Buffer Memory Space Control (64 bits).
+pub(crate) const CMBMSC: usize = 0x50;
 /// The first doorbell.
 pub(crate) const DOORBELLS: usize = 0x1000;
 
@@ -41,6 +47,12 @@ pub(crate) mod cap {
     /// NVM subsystem reset supported.
     pub(crate) fn nssrs(cap: u64) -> bool {
         cap >> 36 & 1 != 0
+    }
+
+    /// Controller Memory Buffer Supported: the NVMe 1.4 scheme, where CMBMSC enables CMBLOC,
+    /// CMBSZ and the CMB itself.
+    pub(crate) fn cmbs(cap: u64) -> bool {
+        cap >> 57 & 1 != 0
     }
 }
 
@@ -99,9 +111,11 @@ mod tests {
         assert_eq!(cap::mqes(cap), 0x7ff);
         assert_eq!(cap::doorbell_stride(cap), 1);
         assert!(!cap::nssrs(cap));
-        let cap = cap | 3 << 32 | 1 << 36;
+        assert!(!cap::cmbs(cap));
+        let cap = cap | 3 << 32 | 1 << 36 | 1 << 57;
         assert_eq!(cap::doorbell_stride(cap), 8);
         assert!(cap::nssrs(cap));
+        assert!(cap::cmbs(cap));
     }
 
     #[test]

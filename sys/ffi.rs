@@ -114,6 +114,8 @@ extern "C" {
     );
     pub(crate) fn nva_ctrl_set_max_integrity_segments(c: *mut NvaCtrl, n: u32);
     pub(crate) fn nva_ctrl_set_numa_node(c: *mut NvaCtrl, node: c_int);
+    pub(crate) fn nva_ctrl_set_cmb_registers(c: *mut NvaCtrl, cmbloc: u32, cmbsz: u32);
+    pub(crate) fn nva_ctrl_update_attrs(c: *mut NvaCtrl);
     pub(crate) fn nva_ctrl_enabled(c: *mut NvaCtrl) -> bool;
     pub(crate) fn nva_ctrl_shut_down(c: *mut NvaCtrl) -> bool;
     pub(crate) fn nva_ctrl_dbbuf_supported(c: *mut NvaCtrl) -> bool;
@@ -275,6 +277,17 @@ extern "C" {
     pub(crate) fn nva_pci_numa_node(pdev: *mut pci_dev) -> c_int;
     pub(crate) fn nva_nr_node_ids() -> c_uint;
     pub(crate) fn nva_pci_keeps_context_in_suspend(pdev: *mut pci_dev) -> bool;
+    pub(crate) fn nva_pci_bar_start(pdev: *mut pci_dev, bar: c_uint) -> u64;
+    pub(crate) fn nva_pci_bar_len(pdev: *mut pci_dev, bar: c_uint) -> u64;
+    pub(crate) fn nva_pci_bar_bus_address(pdev: *mut pci_dev, bar: c_uint) -> u64;
+    pub(crate) fn nva_memremap_compat_align() -> c_ulong;
+    pub(crate) fn nva_p2pdma_add_resource(
+        pdev: *mut pci_dev,
+        bar: c_uint,
+        size: u64,
+        offset: u64,
+    ) -> c_int;
+    pub(crate) fn nva_p2pmem_publish(pdev: *mut pci_dev, publish: bool);
     pub(crate) fn nva_dma_opt_mapping_size(pdev: *mut pci_dev) -> u64;
     pub(crate) fn nva_dma_setup(
         pdev: *mut pci_dev,

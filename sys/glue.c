@@ -19,6 +19,7 @@
 #include <linux/dmi.h>
 #include <linux/dmapool.h>
 #include <linux/interrupt.h>
+#include <linux/memremap.h>
 #include <linux/mempool.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -53,6 +54,9 @@ struct nva_ctrl {
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
 	unsigned long flags;
+	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
+	u32 cmbloc;
+	u32 cmbsz;
 };
 
 #define NVA_WATCHING_CPUS 0
@@ -297,6 +301,12 @@ void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n)
 void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node)
 {
 	c->ctrl.numa_node = node;
+}
+
+void nva_ctrl_set_cmb_registers(struct nva_ctrl *c, u32 cmbloc, u32 cmbsz)
+{
+	WRITE_ONCE(c->cmbloc, cmbloc);
+	WRITE_ONCE(c->cmbsz, cmbsz);
 }
 
 bool nva_ctrl_enabled(struct nva_ctrl *c)
@@ -1119,6 +1129,43 @@ bool nva_pci_keeps_context_in_suspend(struct pci_dev *pdev)
 	return pci_suspend_retains_context(pdev) && pcie_aspm_enabled(pdev);
 }
 
+/* BAR @bar's CPU address, size and bus address; 0 for a BAR number beyond the standard six. */
+u64 nva_pci_bar_start(struct pci_dev *pdev, unsigned int bar)
+{
+	return bar < PCI_STD_NUM_BARS ? pci_resource_start(pdev, bar) : 0;
+}
+
+u64 nva_pci_bar_len(struct pci_dev *pdev, unsigned int bar)
+{
+	return bar < PCI_STD_NUM_BARS ? pci_resource_len(pdev, bar) : 0;
+}
+
+u64 nva_pci_bar_bus_address(struct pci_dev *pdev, unsigned int bar)
+{
+	return bar < PCI_STD_NUM_BARS ? pci_bus_address(pdev, bar) : 0;
+}
+
+unsigned long nva_memremap_compat_align(void)
+{
+	return memremap_compat_align();
+}
+
+/*
+ * Peer-to-peer memory in the controller's BARs. Without CONFIG_PCI_P2PDMA the header's stubs
+ * fail: no resource is added, and no memory is handed out.
+ */
+int nva_p2pdma_add_resource(struct pci_dev *pdev, unsigned int bar, u64 size, u64 offset)
+{
+	if (bar >= PCI_STD_NUM_BARS)
+		return -EINVAL;
+	return pci_p2pdma_add_resource(pdev, bar, size, offset);
+}
+
+void nva_p2pmem_publish(struct pci_dev *pdev, bool publish)
+{
+	pci_p2pmem_publish(pdev, publish);
+}
+
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev)
 {
 	return dma_opt_mapping_size(&pdev->dev);
@@ -1296,11 +1343,68 @@ static unsigned long nva_get_virt_boundary(struct nvme_ctrl *ctrl, bool is_admin
 	return nva_rust_virt_boundary(to_nva(ctrl)->transport, is_admin);
 }
 
+/* pci.c's attributes of the controller's CMB, as it shows them. */
+static struct nva_ctrl *nva_of_device(struct device *dev)
+{
+	return to_nva(dev_get_drvdata(dev));
+}
+
+static ssize_t cmb_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct nva_ctrl *c = nva_of_device(dev);
+
+	return sysfs_emit(buf, "cmbloc : 0x%08x\ncmbsz  : 0x%08x\n",
+			  READ_ONCE(c->cmbloc), READ_ONCE(c->cmbsz));
+}
+static DEVICE_ATTR_RO(cmb);
+
+static ssize_t cmbloc_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(nva_of_device(dev)->cmbloc));
+}
+static DEVICE_ATTR_RO(cmbloc);
+
+static ssize_t cmbsz_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(nva_of_device(dev)->cmbsz));
+}
+static DEVICE_ATTR_RO(cmbsz);
+
+static umode_t nva_pci_attrs_are_visible(struct kobject *kobj, struct attribute *a, int n)
+{
+	struct nva_ctrl *c = nva_of_device(kobj_to_dev(kobj));
+
+	if ((a == &dev_attr_cmb.attr || a == &dev_attr_cmbloc.attr ||
+	     a == &dev_attr_cmbsz.attr) && !READ_ONCE(c->cmbsz))
+		return 0;
+	return a->mode;
+}
+
+static struct attribute *nva_pci_attrs[] = {
+	&dev_attr_cmb.attr,
+	&dev_attr_cmbloc.attr,
+	&dev_attr_cmbsz.attr,
+	NULL,
+};
+
+static const struct attribute_group nva_pci_attrs_group = {
+	.attrs = nva_pci_attrs,
+	.is_visible = nva_pci_attrs_are_visible,
+};
+
 static const struct attribute_group *nva_dev_attr_groups[] = {
 	&nvme_dev_attrs_group,
+	&nva_pci_attrs_group,
 	&nvme_dev_diag_attrs_group,
 	NULL,
 };
+
+/* Shows or hides the transport's attributes after what they show changed. */
+void nva_ctrl_update_attrs(struct nva_ctrl *c)
+{
+	if (c->ctrl.device)
+		sysfs_update_group(&c->ctrl.device->kobj, &nva_pci_attrs_group);
+}
 
 static const struct nvme_ctrl_ops nva_ctrl_ops = {
 	.name = "pcie",

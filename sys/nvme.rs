@@ -405,6 +405,21 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_set_numa_node(self.raw(), node) }
     }
 
+    /// Gives sysfs the controller's CMBLOC and CMBSZ (`cmb`, `cmbloc`, `cmbsz`; hidden while
+    /// CMBSZ is 0); [`Ctrl::update_attrs`] shows them.
+    pub(crate) fn set_cmb_registers(self, cmbloc: u32, cmbsz: u32) {
+        // SAFETY: The controller is valid; the transport owns these fields.
+        unsafe { ffi::nva_ctrl_set_cmb_registers(self.raw(), cmbloc, cmbsz) }
+    }
+
+    /// Shows or hides the transport's sysfs attributes after what they show changed
+    /// (`nvme_update_attrs`).
+    pub(crate) fn update_attrs(self) {
+        // SAFETY: The controller is valid; glue.c does nothing before nvme-core made its
+        // device, and sysfs nothing before the device was added.
+        unsafe { ffi::nva_ctrl_update_attrs(self.raw()) }
+    }
+
     /// Whether nvme-core last wrote CC with EN set.
     pub(crate) fn is_enabled(self) -> bool {
         // SAFETY: The controller is valid.

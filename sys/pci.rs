@@ -192,6 +192,38 @@ impl Function {
         to_result(unsafe { ffi::nva_dma_setup(self.raw(), bits, min_align_mask) })
     }
 
+    /// BAR `bar`'s CPU address (0 for a BAR number beyond the six standard ones).
+    pub(crate) fn bar_start(&self, bar: u32) -> u64 {
+        // SAFETY: `pdev` is live; glue.c checks `bar`.
+        unsafe { ffi::nva_pci_bar_start(self.raw(), bar) }
+    }
+
+    /// BAR `bar`'s size (0 for a BAR number beyond the six standard ones).
+    pub(crate) fn bar_len(&self, bar: u32) -> u64 {
+        // SAFETY: `pdev` is live; glue.c checks `bar`.
+        unsafe { ffi::nva_pci_bar_len(self.raw(), bar) }
+    }
+
+    /// BAR `bar`'s address on the bus (0 for a BAR number beyond the six standard ones).
+    pub(crate) fn bar_bus_address(&self, bar: u32) -> u64 {
+        // SAFETY: `pdev` is live; glue.c checks `bar`.
+        unsafe { ffi::nva_pci_bar_bus_address(self.raw(), bar) }
+    }
+
+    /// Registers `size` bytes at `offset` in BAR `bar` as peer-to-peer memory, until the driver
+    /// unbinds (`pci_p2pdma_add_resource`); `EOPNOTSUPP` without `CONFIG_PCI_P2PDMA`.
+    pub(crate) fn add_p2p_memory(&self, bar: u32, size: u64, offset: u64) -> Result {
+        // SAFETY: `pdev` is live and the driver bound (the resource is device-managed); glue.c
+        // checks `bar`, the PCI core `size` and `offset` against the BAR.
+        to_result(unsafe { ffi::nva_p2pdma_add_resource(self.raw(), bar, size, offset) })
+    }
+
+    /// Offers the function's peer-to-peer memory to other drivers (`pci_p2pmem_publish`).
+    pub(crate) fn publish_p2p_memory(&self, publish: bool) {
+        // SAFETY: `pdev` is live; without registered memory the call does nothing.
+        unsafe { ffi::nva_p2pmem_publish(self.raw(), publish) }
+    }
+
     /// Allocates between 1 and `max` interrupt vectors (MSI-X, else MSI if `msi_ok`, else
     /// INTx); with `spread`, vectors after the first get managed affinity over the CPUs.
     pub(crate) fn alloc_irq_vectors(&self, max: u32, spread: bool, msi_ok: bool) -> Result<u32> {
@@ -250,8 +282,23 @@ impl Regs {
         (&*bar).try_write32((value >> 32) as u32, offset + 4)
     }
 
+    /// A 64-bit register, written high half first (as `hi_lo_writeq`): for registers that
+    /// take effect when their low half is written.
+    pub(crate) fn write64_hi_lo(&self, offset: usize, value: u64) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        (&*bar).try_write32((value >> 32) as u32, offset + 4)?;
+        (&*bar).try_write32(value as u32, offset)
+    }
+
     /// The mapped size; 0 once revoked.
     pub(crate) fn size(&self) -> usize {
         self.bar.try_access().map_or(0, |bar| (&*bar).size())
     }
+}
+
+/// The alignment `memremap_pages` needs, which peer-to-peer memory is mapped with
+/// (`memremap_compat_align`).
+pub(crate) fn memremap_alignment() -> u64 {
+    // SAFETY: Reads an architecture constant (a power of two).
+    (unsafe { ffi::nva_memremap_compat_align() } as u64).max(1)
 }
