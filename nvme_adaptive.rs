@@ -133,6 +133,8 @@ struct DevState {
     shadow: Option<Arc<ShadowDoorbells>>,
     /// Bytes of it registered as peer-to-peer memory (0: none, so far).
     cmb_size: u64,
+    /// I/O submission queues go in the CMB.
+    cmb_use_sqes: bool,
 }
 
 /// The debugfs directory of a controller: one file per queue (and, with fault injection, one
@@ -272,8 +274,8 @@ impl Controller {
     }
 
     /// Follows `nvme_map_cmb`: finds the controller memory buffer, gives its registers to
-    /// sysfs, and registers it as peer-to-peer memory (published for other drivers if it takes
-    /// data), once: that lasts until unbind.
+    /// sysfs, and registers it as peer-to-peer memory (for I/O submission queues with
+    /// `use_cmb_sqes`, and for other drivers if it takes data), once: that lasts until unbind.
     /// Without `CONFIG_PCI_P2PDMA` the registration fails as the stock driver's does: sysfs
     /// shows the CMB, nothing uses it, and the next enable tries again.
     fn map_cmb(&self, st: &mut DevState, cap: u64) -> Result {
@@ -312,6 +314,7 @@ impl Controller {
             return Ok(());
         }
         st.cmb_size = size;
+        st.cmb_use_sqes = params::use_cmb_sqes() && cmb.supports(cmbsz::SQS);
         if cmb.supports(cmbsz::WDS | cmbsz::RDS) {
             pci.publish_p2p_memory(true);
         }
@@ -407,6 +410,16 @@ impl Controller {
             admin.set_enabled(false);
             admin.free_irq();
         }
+        if st.cmb_use_sqes {
+            let entry = core::mem::size_of::<Command>() as u32;
+            match cmb::sq_depth(st.depth, nr, entry, st.cmb_size, PAGE) {
+                Some(depth) => {
+                    st.depth = depth;
+                    core.set_sqsize(depth - 1);
+                }
+                None => st.cmb_use_sqes = false,
+            }
+        }
         while regs::bar_size_for(nr, st.stride) > self.hw.regs.size() {
             nr -= 1;
             if nr == 0 {
@@ -463,14 +476,14 @@ impl Controller {
     /// Follows `nvme_create_io_queues`: allocates the rings missing and creates the queues the
     /// controller accepts. A failed Create command leaves fewer queues, not an error.
     fn create_io_queues(&self, dev: &Device<Bound>) -> Result {
-        let (max_qid, depth) = {
+        let (max_qid, depth, in_cmb) = {
             let st = self.dev.lock();
-            (st.max_qid as usize, st.depth)
+            (st.max_qid as usize, st.depth, st.cmb_use_sqes)
         };
         let wide = self.core().has_quirk(Quirk::Sqes128Bytes);
         let mut allocated = 0;
         for (qid, q) in self.queues.iter().enumerate().skip(1).take(max_qid) {
-            if !q.has_rings() && q.alloc_rings(dev, depth, wide).is_err() {
+            if !q.has_rings() && q.alloc_rings(dev, depth, wide, in_cmb).is_err() {
                 break;
             }
             allocated = qid;
@@ -760,7 +773,7 @@ impl Controller {
     /// The probe stages after nvme-core registered the controller (`nvme_probe`).
     fn bring_up(&self, dev: &Device<Bound>) -> Result {
         let core = self.core();
-        self.admin().alloc_rings(dev, admin_depth(), false)?;
+        self.admin().alloc_rings(dev, admin_depth(), false, false)?;
         self.count_allocated();
         self.enable(&mut self.dev.lock())?;
         core.alloc_admin_tag_set::<Self>()?;
@@ -1034,6 +1047,7 @@ impl Transport for Controller {
                     subsystem: false,
                     shadow: None,
                     cmb_size: 0,
+                    cmb_use_sqes: false,
                 }),
                 layout: Layout {
                     vectors: Atomic::new(0),

@@ -35,7 +35,8 @@ const IO_QUEUE_DEPTH: usize = param::COUNT;
 const POLL_QUEUES: usize = param::COUNT + 1;
 const SGL_THRESHOLD: usize = param::COUNT + 2;
 const USE_THREADED_INTERRUPTS: usize = param::COUNT + 3;
-const COUNT: usize = param::COUNT + 4;
+const USE_CMB_SQES: usize = param::COUNT + 4;
+const COUNT: usize = param::COUNT + 5;
 
 const SPECS: [ParamSpec; COUNT] = {
     let mut s = [PARAM_SPECS[0]; COUNT];
@@ -79,15 +80,26 @@ const SPECS: [ParamSpec; COUNT] = {
         max: 1,
         description: "1: reap completions in the interrupt's thread (load time)",
     };
+    // The stock driver's `bool` parameter of this name, as 0 or 1.
+    s[USE_CMB_SQES] = ParamSpec {
+        name: "use_cmb_sqes",
+        unit: "bool",
+        default: 1,
+        min: 0,
+        max: 1,
+        description: "use controller's memory buffer for I/O SQes (load time)",
+    };
     s
 };
 
-/// Writable at runtime but `use_threaded_interrupts` (as `pci.c`'s: 0644 for `io_queue_depth`
-/// and `poll_queues`, whose queue layout takes effect at the next controller reset; 0 for
-/// `use_threaded_interrupts`, read when a line is requested).
+/// Writable at runtime but `use_threaded_interrupts` and `use_cmb_sqes` (as `pci.c`'s: 0644
+/// for `io_queue_depth` and `poll_queues`, whose queue layout takes effect at the next
+/// controller reset; 0 for `use_threaded_interrupts`, read when a line is requested, and 0444
+/// for `use_cmb_sqes`, read when a controller's CMB is registered).
 const WRITABLE: [bool; COUNT] = {
     let mut w = [true; COUNT];
     w[USE_THREADED_INTERRUPTS] = false;
+    w[USE_CMB_SQES] = false;
     w
 };
 
@@ -184,4 +196,10 @@ pub(crate) fn sgl_threshold() -> u32 {
 /// Whether interrupts are handled in a thread (`use_threaded_interrupts`).
 pub(crate) fn use_threaded_interrupts() -> bool {
     PARAMS[USE_THREADED_INTERRUPTS].get() != 0
+}
+
+/// Whether I/O submission queues go in a controller's memory buffer where it has one
+/// (`use_cmb_sqes`).
+pub(crate) fn use_cmb_sqes() -> bool {
+    PARAMS[USE_CMB_SQES].get() != 0
 }

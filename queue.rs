@@ -84,7 +84,10 @@ use crate::{
             Status,
             Tags, //
         },
-        dma::Unbindable,
+        dma::{
+            P2pArray,
+            Unbindable, //
+        },
         irq::{
             HandlerContext,
             Irq,
@@ -209,8 +212,35 @@ struct Shadow {
     index: usize,
 }
 
+/// Where a submission queue's ring is: host memory, or the controller's own memory (its CMB,
+/// as peer-to-peer memory).
+enum SqRing {
+    Host(Coherent<[Command]>),
+    Cmb(P2pArray<Command>),
+}
+
+impl SqRing {
+    fn dma_address(&self) -> u64 {
+        match self {
+            Self::Host(ring) => ring.dma_address(),
+            Self::Cmb(ring) => ring.bus_address(),
+        }
+    }
+
+    #[inline]
+    fn write(&mut self, slot: usize, cmd: &Command) -> Result {
+        match self {
+            Self::Host(ring) => {
+                io_project!(ring, [try: slot]).copy_write(*cmd);
+                Ok(())
+            }
+            Self::Cmb(ring) => ring.write(slot, *cmd),
+        }
+    }
+}
+
 struct Sq {
-    ring: Option<Coherent<[Command]>>,
+    ring: Option<SqRing>,
     /// Ring entries per command: 2 for controllers with 128-byte entries.
     slots_per_entry: usize,
     depth: u16,
@@ -365,20 +395,29 @@ impl Queue {
         })
     }
 
-    /// Allocates the rings for `depth` entries (of 128 bytes with `wide_entries`); a queue
-    /// keeps its rings until [`Queue::free_rings`], whatever depth is asked later.
+    /// Allocates the rings for `depth` entries (of 128 bytes with `wide_entries`), the SQ's in
+    /// the controller's CMB if `sq_in_cmb` and it has room, else in host memory
+    /// (`nvme_alloc_sq_cmds`); a queue keeps its rings until [`Queue::free_rings`], whatever
+    /// depth is asked later.
     pub(crate) fn alloc_rings(
         &self,
         dev: &Device<Bound>,
         depth: u16,
         wide_entries: bool,
+        sq_in_cmb: bool,
     ) -> Result {
         if self.has_rings() {
             return Ok(());
         }
         let slots = if wide_entries { 2 } else { 1 };
-        let sq_ring =
-            Coherent::<Command>::zeroed_slice(dev, usize::from(depth) * slots, GFP_KERNEL)?;
+        let entries = usize::from(depth) * slots;
+        let in_cmb = sq_in_cmb
+            .then(|| P2pArray::alloc(&self.hw.pci, entries))
+            .flatten();
+        let sq_ring = match in_cmb {
+            Some(ring) => SqRing::Cmb(ring),
+            None => SqRing::Host(Coherent::<Command>::zeroed_slice(dev, entries, GFP_KERNEL)?),
+        };
         let cq_ring = Coherent::<Completion>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
         {
             let mut sq = self.sq.lock();
@@ -416,7 +455,7 @@ impl Queue {
 
     /// The rings' bus addresses, for Create I/O CQ/SQ or the admin queue registers.
     pub(crate) fn ring_dma(&self) -> Option<(u64, u64)> {
-        let sq = self.sq.lock().ring.as_ref().map(Coherent::dma_address)?;
+        let sq = self.sq.lock().ring.as_ref().map(SqRing::dma_address)?;
         let cq = self.cq.lock().ring.as_ref().map(Coherent::dma_address)?;
         Some((sq, cq))
     }
@@ -760,16 +799,10 @@ impl Queue {
     #[inline]
     fn copy_command(&self, sq: &mut Sq, cmd: &Command) -> Result<(), Status> {
         let slot = usize::from(sq.tail) * sq.slots_per_entry;
-        let ring = sq.ring.as_ref().ok_or_else(Status::ioerr)?;
-        Self::write_slot(ring, slot, cmd).map_err(|_| Status::ioerr())?;
+        let ring = sq.ring.as_mut().ok_or_else(Status::ioerr)?;
+        ring.write(slot, cmd).map_err(|_| Status::ioerr())?;
         sq.tail = next(sq.tail, sq.depth);
         self.tail_seen.store(sq.tail as i16, Relaxed);
-        Ok(())
-    }
-
-    #[inline]
-    fn write_slot(ring: &Coherent<[Command]>, slot: usize, cmd: &Command) -> Result {
-        io_project!(ring, [try: slot]).copy_write(*cmd);
         Ok(())
     }
 

@@ -501,3 +501,70 @@ impl<T: Send + Sync + 'static> Unbindable<T> {
         self.0.try_access_with(f)
     }
 }
+
+/// An array of `T` in the controller's own peer-to-peer memory (`pci_alloc_p2pmem`): a part of
+/// one of its BARs, written by the CPU and read by the controller as it reads host memory.
+/// Free it before the driver unbinds: unbinding waits for it.
+///
+/// # Invariants
+///
+/// `cpu` points to `len` (at least 1) aligned `T`s of `pci`'s peer-to-peer memory, allocated
+/// by `nva_p2pmem_alloc` with `size_of::<T>() * len` bytes, at bus address `bus` (not 0).
+pub(crate) struct P2pArray<T: Copy> {
+    pci: Function,
+    cpu: NonNull<T>,
+    len: usize,
+    bus: u64,
+}
+
+// SAFETY: The array is memory owned by whoever holds it; it is written only through `&mut`.
+unsafe impl<T: Copy + Send> Send for P2pArray<T> {}
+// SAFETY: As above: a shared reference gives no access to the memory.
+unsafe impl<T: Copy + Sync> Sync for P2pArray<T> {}
+
+impl<T: Copy> P2pArray<T> {
+    /// `len` entries, not initialised; `None` when the function has no peer-to-peer memory
+    /// left (or none at all: without `CONFIG_PCI_P2PDMA`, never any).
+    pub(crate) fn alloc(pci: &Function, len: usize) -> Option<Self> {
+        let size = len
+            .checked_mul(core::mem::size_of::<T>())
+            .filter(|&s| s > 0)?;
+        let mut bus = 0;
+        // SAFETY: `pdev` is live; `bus` is valid for writes.
+        let cpu = unsafe { ffi::nva_p2pmem_alloc(pci.raw(), size, &mut bus) };
+        let cpu = NonNull::new(cpu.cast::<T>())?;
+        let array = Self {
+            pci: pci.clone(),
+            cpu,
+            len,
+            bus,
+        };
+        // Memory without a bus address is of no use to the device (and is given back by the
+        // drop); the pool hands out whole pages, so it is aligned.
+        (bus != 0 && cpu.as_ptr().is_aligned()).then_some(array)
+    }
+
+    /// The address the device reads the array at.
+    pub(crate) fn bus_address(&self) -> u64 {
+        self.bus
+    }
+
+    /// Writes entry `index` (`EINVAL` beyond the array).
+    pub(crate) fn write(&mut self, index: usize, value: T) -> Result {
+        if index >= self.len {
+            return Err(EINVAL);
+        }
+        // SAFETY: `index` is within the array, which is aligned memory mapped for the CPU while
+        // allocated (type invariant); `&mut self` excludes any other CPU access.
+        unsafe { self.cpu.as_ptr().add(index).write_volatile(value) };
+        Ok(())
+    }
+}
+
+impl<T: Copy> Drop for P2pArray<T> {
+    fn drop(&mut self) {
+        let size = self.len * core::mem::size_of::<T>();
+        // SAFETY: Allocated from `pci` with this size (type invariant), given back once.
+        unsafe { ffi::nva_p2pmem_free(self.pci.raw(), self.cpu.as_ptr().cast(), size) };
+    }
+}

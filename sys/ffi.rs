@@ -288,6 +288,8 @@ extern "C" {
         offset: u64,
     ) -> c_int;
     pub(crate) fn nva_p2pmem_publish(pdev: *mut pci_dev, publish: bool);
+    pub(crate) fn nva_p2pmem_alloc(pdev: *mut pci_dev, size: usize, bus: *mut u64) -> *mut c_void;
+    pub(crate) fn nva_p2pmem_free(pdev: *mut pci_dev, p: *mut c_void, size: usize);
     pub(crate) fn nva_dma_opt_mapping_size(pdev: *mut pci_dev) -> u64;
     pub(crate) fn nva_dma_setup(
         pdev: *mut pci_dev,

@@ -1166,6 +1166,20 @@ void nva_p2pmem_publish(struct pci_dev *pdev, bool publish)
 	pci_p2pmem_publish(pdev, publish);
 }
 
+/* @size bytes of the function's peer-to-peer memory, and their bus address in @bus. */
+void *nva_p2pmem_alloc(struct pci_dev *pdev, size_t size, u64 *bus)
+{
+	void *p = pci_alloc_p2pmem(pdev, size);
+
+	*bus = p ? pci_p2pmem_virt_to_bus(pdev, p) : 0;
+	return p;
+}
+
+void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size)
+{
+	pci_free_p2pmem(pdev, p, size);
+}
+
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev)
 {
 	return dma_opt_mapping_size(&pdev->dev);

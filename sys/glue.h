@@ -201,6 +201,8 @@ u64 nva_pci_bar_bus_address(struct pci_dev *pdev, unsigned int bar);
 unsigned long nva_memremap_compat_align(void);
 int nva_p2pdma_add_resource(struct pci_dev *pdev, unsigned int bar, u64 size, u64 offset);
 void nva_p2pmem_publish(struct pci_dev *pdev, bool publish);
+void *nva_p2pmem_alloc(struct pci_dev *pdev, size_t size, u64 *bus);
+void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size);
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev);
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask);
 void nva_reinit_completion(struct completion *x);
