@@ -203,6 +203,41 @@ single_vector() {
     echo "${ctrl}q0 and ${ctrl}q1 on one line, I/O verified"
 }
 
+# CMBLOC and CMBSZ of the controller with a controller memory buffer, as the bound driver's sysfs
+# shows them.
+cmb_attributes() {
+    ctrl=$(ctrl_of "$CTRL_CMB") || return 1
+    for a in cmb cmbloc cmbsz; do
+        echo "$a: $(tr '\n' ' ' <"/sys/class/nvme/$ctrl/$a")" || return 1
+    done
+}
+
+# The controller with a CMB, bound to each driver in turn: sysfs shows cmb, cmbloc and cmbsz with
+# the same contents, each driver registers the CMB as peer-to-peer memory or warns that it cannot
+# (without CONFIG_PCI_P2PDMA) alike, and write+verify passes on ours.
+cmb_as_stock() {
+    # Released first, so that each driver probes it here (the stock driver took it at load).
+    nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
+    warned=$(dmesg_count 'failed to register the CMB')
+    to_stock "$CTRL_CMB" && wait_for 60 disk_of "$CTRL_CMB" 1 || fail "nvme: bind failed"
+    stock=$(cmb_attributes) || fail "nvme: no CMB attributes: $stock"
+    stock_warned=$(($(dmesg_count 'failed to register the CMB') - warned))
+    to_adaptive "$CTRL_CMB" && wait_for 60 disk_of "$CTRL_CMB" 1 || fail "nvme_adaptive: bind failed"
+    ours=$(cmb_attributes) || fail "nvme_adaptive: no CMB attributes: $ours"
+    ours_warned=$(($(dmesg_count 'failed to register the CMB') - warned - stock_warned))
+    echo "$stock" | grep -q '^cmbsz: 0 ' && fail "nvme: no CMB: $(echo $stock)"
+    [ "$ours" = "$stock" ] || fail "nvme_adaptive: $(echo $ours) / nvme: $(echo $stock)"
+    [ "$ours_warned" = "$stock_warned" ] ||
+        fail "'failed to register the CMB' logged $ours_warned times by nvme_adaptive, $stock_warned by nvme"
+    disk=$(disk_of "$CTRL_CMB" 1)
+    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
+        --rw=randwrite --bs=4k --iodepth=16 --numjobs=2 --cpus_allowed=0-1 \
+        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
+        --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "verify failed"
+    nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
+    echo "$(echo $ours), registration warnings $ours_warned, I/O verified"
+}
+
 # No completion was dropped as unknown or stale on any bound controller of ours.
 no_bad_completions() {
     n_ctrls=0
@@ -236,4 +271,5 @@ check media-error-is-enodata device_error_is_enodata
 check capacity-and-last-block capacity_and_last_block
 check two-controllers two_controllers
 check single-vector single_vector
+check cmb-as-stock cmb_as_stock
 check no-bad-completions no_bad_completions
