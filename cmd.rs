@@ -11,6 +11,7 @@ pub(crate) mod opcode {
     pub(crate) const CREATE_SQ: u8 = 0x01;
     pub(crate) const DELETE_CQ: u8 = 0x04;
     pub(crate) const CREATE_CQ: u8 = 0x05;
+    pub(crate) const SET_FEATURES: u8 = 0x09;
     pub(crate) const ASYNC_EVENT: u8 = 0x0c;
     pub(crate) const DOORBELL_BUFFER_CONFIG: u8 = 0x7c;
 }
@@ -142,6 +143,20 @@ impl Command {
         c
     }
 
+    /// Set Features, Host Memory Buffer: `bits` (enable, return), the buffer's size in 4 KiB
+    /// units, and its descriptor list of `entries` at `descs`.
+    pub(crate) fn set_host_memory(bits: u32, units: u32, descs: u64, entries: u32) -> Self {
+        const HOST_MEMORY_BUFFER: u32 = 0x0d;
+        let mut c = Self::admin(opcode::SET_FEATURES);
+        c.cdw10 = HOST_MEMORY_BUFFER.to_le();
+        c.cdw11 = bits.to_le();
+        c.cdw12 = units.to_le();
+        c.cdw13 = (descs as u32).to_le();
+        c.cdw14 = ((descs >> 32) as u32).to_le();
+        c.cdw15 = entries.to_le();
+        c
+    }
+
     /// Asynchronous Event Request with the identifier nvme-core reserves for it.
     pub(crate) fn async_event(command_id: u16) -> Self {
         let mut c = Self::admin(opcode::ASYNC_EVENT);
@@ -204,6 +219,41 @@ pub(crate) struct Completion {
 
 const _: () = assert!(core::mem::size_of::<Completion>() == 16);
 
+/// The unit of a host memory buffer's sizes (Identify's HMPRE, HMMIN, HMMINDS, a descriptor's
+/// size, Set Features' buffer size).
+pub(crate) const HOST_MEMORY_UNIT: u64 = 4096;
+
+/// A Host Memory Buffer Descriptor Entry as the controller reads it
+/// (`struct nvme_host_mem_buf_desc`): little endian, the size in units of 4 KiB.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug, FromBytes, IntoBytes)]
+pub(crate) struct HostMemoryDescriptor {
+    addr: u64,
+    size: u32,
+    reserved: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<HostMemoryDescriptor>() == 16);
+
+impl HostMemoryDescriptor {
+    pub(crate) fn new(addr: u64, len: u64) -> Self {
+        Self {
+            addr: addr.to_le(),
+            size: ((len / HOST_MEMORY_UNIT) as u32).to_le(),
+            reserved: 0,
+        }
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        u64::from_le(self.addr)
+    }
+
+    /// The chunk's length in bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        u64::from(u32::from_le(self.size)) * HOST_MEMORY_UNIT
+    }
+}
+
 impl Completion {
     /// The phase tag (bit 0 of the status field).
     pub(crate) fn phase(status_le: u16) -> u16 {
@@ -263,6 +313,13 @@ mod tests {
         assert_eq!((c.opcode, c.prp1(), c.prp2()), (0x7c, 0x1000, 0x2000));
         let a = Command::async_event(31);
         assert_eq!((a.opcode, u16::from_le(a.command_id)), (0x0c, 31));
+        // Host Memory Buffer (FID 0x0d): enable and return, 16 MiB, descriptors above 4 GiB.
+        let h = Command::set_host_memory(3, 4096, 0x1_2345_6000, 4);
+        assert_eq!((h.opcode, u32::from_le(h.cdw10)), (0x09, 0x0d));
+        assert_eq!(
+            [h.cdw11, h.cdw12, h.cdw13, h.cdw14, h.cdw15].map(u32::from_le),
+            [3, 4096, 0x2345_6000, 1, 4]
+        );
         let cqe = Completion {
             status: 0x0003u16.to_le(),
             command_id: 0x1005u16.to_le(),

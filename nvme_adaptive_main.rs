@@ -20,6 +20,7 @@ use kernel::prelude::*;
 
 mod cmb;
 mod cmd;
+mod hmb;
 mod hrtimer;
 mod irq;
 mod mapping;
