@@ -13,6 +13,11 @@ use crate::cmd::{
     HOST_MEMORY_UNIT as UNIT, //
 };
 
+/// Set Features (Host Memory Buffer), dword 11: the controller may use the buffer.
+pub(crate) const ENABLE: u32 = 1 << 0;
+/// Dword 11: the buffer is the one the controller used before (its contents are still valid).
+pub(crate) const RETURN: u32 = 1 << 1;
+
 /// What Identify Controller asks for (in units of 4 KiB; HMMAXD in descriptors, 0: no limit).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub(crate) struct Wanted {

@@ -16,8 +16,14 @@ use kernel::{
         Core,
         Device, //
     },
+    dma::Coherent,
     fmt,
+    io::{
+        io_project,
+        Io, //
+    },
     new_mutex,
+    page::PAGE_SIZE,
     pci::Device as PciDevice,
     prelude::*,
     str::CString,
@@ -41,7 +47,12 @@ use crate::{
         self,
         cmbsz, //
     },
-    cmd::Command,
+    cmd::{
+        Command,
+        HostMemoryDescriptor,
+        HOST_MEMORY_UNIT, //
+    },
+    hmb,
     mapping::{
         self,
         Iod,
@@ -79,7 +90,11 @@ use crate::{
             Tags, //
         },
         debugfs as module_debugfs,
-        dma::Unbindable,
+        dma::{
+            max_block_size,
+            DeviceMemory,
+            Unbindable, //
+        },
         numa::{
             pin_init_on,
             Node, //
@@ -137,6 +152,20 @@ struct DevState {
     cmb_use_sqes: bool,
 }
 
+/// The host memory buffer lent to the controller (`pci.c`'s `host_mem_*` fields).
+#[derive(Default)]
+struct HostMemory {
+    /// The descriptor list, as the controller reads it.
+    descs: Option<Coherent<[HostMemoryDescriptor]>>,
+    chunks: KVec<DeviceMemory>,
+    /// Bytes in the chunks.
+    size: u64,
+    /// The controller was last told to use it (`hmb` in sysfs).
+    enabled: bool,
+    /// The controller is going: nothing is allocated any more.
+    removed: bool,
+}
+
 /// The debugfs directory of a controller: one file per queue (and, with fault injection, one
 /// knob per queue).
 struct StatsFiles {
@@ -179,6 +208,9 @@ pub(crate) struct Controller {
     /// Held while a NUMA node's DMA pools are made (blk-mq sets queues up in parallel).
     #[pin]
     making_pools: Mutex<()>,
+    /// Taken around admin commands: not `dev`, which a timeout's disable takes.
+    #[pin]
+    hmb: Mutex<HostMemory>,
 }
 
 crate::transport!(Controller);
@@ -718,6 +750,183 @@ impl Controller {
         }
     }
 
+    /// Follows `nvme_set_host_mem`: tells the controller to use the host memory buffer with
+    /// `bits` (enable, return), or to stop (0). Returns the NVMe status.
+    fn set_host_mem(&self, hm: &mut HostMemory, bits: u32) -> Result<u32> {
+        let core = self.core();
+        let descs = hm.descs.as_ref().map_or(0, Coherent::dma_address);
+        let units = (hm.size / HOST_MEMORY_UNIT) as u32;
+        let cmd = Command::set_host_memory(bits, units, descs, hm.chunks.len() as u32);
+        let result = core.submit_sync(&cmd);
+        match result {
+            Ok(0) => {
+                hm.enabled = bits & hmb::ENABLE != 0;
+                core.set_hmb_enabled(hm.enabled);
+            }
+            Ok(status) => dev_warn!(
+                core.device(),
+                "failed to set host mem (err {}, flags {:#x}).\n",
+                status,
+                bits
+            ),
+            Err(e) => dev_warn!(
+                core.device(),
+                "failed to set host mem (err {}, flags {:#x}).\n",
+                e.to_errno(),
+                bits
+            ),
+        }
+        result
+    }
+
+    /// Follows `nvme_free_host_mem`.
+    fn free_host_mem(hm: &mut HostMemory) {
+        hm.chunks.clear();
+        hm.descs = None;
+        hm.size = 0;
+    }
+
+    /// Follows `nvme_alloc_host_mem_single`: one chunk, which an IOMMU maps as one range.
+    fn alloc_host_mem_single(&self, dev: &Device<Bound>, hm: &mut HostMemory, size: u64) -> Result {
+        let chunk = DeviceMemory::alloc_merged(self.pci(), size as usize).ok_or(ENOMEM)?;
+        let descs = Coherent::<HostMemoryDescriptor>::zeroed_slice(dev, 1, GFP_KERNEL)?;
+        io_project!(descs, [try: 0]).copy_write(HostMemoryDescriptor::new(chunk.dma(), size));
+        hm.chunks.push(chunk, GFP_KERNEL)?;
+        hm.descs = Some(descs);
+        hm.size = size;
+        Ok(())
+    }
+
+    /// Follows `nvme_alloc_host_mem_multi`: chunks of `chunk` bytes, as many as can be had,
+    /// up to `preferred` bytes or HMMAXD chunks.
+    fn alloc_host_mem_multi(
+        &self,
+        dev: &Device<Bound>,
+        hm: &mut HostMemory,
+        preferred: u64,
+        chunk: u64,
+        hmmaxd: u16,
+    ) -> Result {
+        let mut plan = hmb::Plan::new(preferred, chunk, hmmaxd);
+        let entries = plan.max_entries() as usize;
+        let descs = Coherent::<HostMemoryDescriptor>::zeroed_slice(dev, entries, GFP_KERNEL)?;
+        let mut chunks = KVec::with_capacity(entries, GFP_KERNEL)?;
+        while let Some(len) = plan.next_len() {
+            let Some(memory) = DeviceMemory::alloc(self.pci(), len as usize) else {
+                break;
+            };
+            let Some(desc) = plan.add(memory.dma()) else {
+                break;
+            };
+            io_project!(descs, [try: chunks.len()]).copy_write(desc);
+            chunks.push(memory, GFP_KERNEL)?;
+        }
+        if plan.size() == 0 {
+            return Err(ENOMEM);
+        }
+        hm.descs = Some(descs);
+        hm.chunks = chunks;
+        hm.size = plan.size();
+        Ok(())
+    }
+
+    /// Follows `nvme_alloc_host_mem`: one range where an IOMMU merges pages, else chunks from
+    /// the largest size down, until the buffer holds at least `min` bytes.
+    fn alloc_host_mem(
+        &self,
+        dev: &Device<Bound>,
+        hm: &mut HostMemory,
+        wanted: hmb::Wanted,
+        min: u64,
+        preferred: u64,
+    ) -> Result {
+        let page = PAGE_SIZE as u64;
+        let boundary = self.pci().dma_merge_boundary();
+        if boundary != 0
+            && page & boundary == 0
+            && self.alloc_host_mem_single(dev, hm, preferred).is_ok()
+        {
+            return Ok(());
+        }
+        for chunk in wanted.chunk_sizes(preferred, page, max_block_size()) {
+            if self
+                .alloc_host_mem_multi(dev, hm, preferred, chunk, wanted.hmmaxd)
+                .is_ok()
+            {
+                if hmb::enough(hm.size, min) {
+                    return Ok(());
+                }
+                Self::free_host_mem(hm);
+            }
+        }
+        Err(ENOMEM)
+    }
+
+    /// Follows `nvme_setup_host_mem`: lends the controller the host memory buffer Identify asks
+    /// for, at most `max_host_mem_size_mb`, reusing the one it had if that is big enough (and
+    /// telling it so). The controller works without one: failing to allocate it is no error.
+    /// Returns the NVMe status of Set Features.
+    fn setup_host_mem(&self, dev: &Device<Bound>) -> Result<u32> {
+        let core = self.core();
+        let (hmpre, hmmin, hmminds, hmmaxd) = core.host_memory_wanted();
+        let wanted = hmb::Wanted {
+            hmpre,
+            hmmin,
+            hmminds,
+            hmmaxd,
+        };
+        let max_mib = params::max_host_mem_size_mb();
+        let mut hm = self.hmb.lock();
+        if hm.removed {
+            return Err(ENODEV);
+        }
+        let (min, preferred) = match wanted.size(max_mib) {
+            hmb::Size::None => return Ok(0),
+            hmb::Size::MinimumAboveLimit { min } => {
+                dev_warn!(
+                    core.device(),
+                    "min host memory ({} MiB) above limit ({} MiB).\n",
+                    min >> 20,
+                    max_mib
+                );
+                Self::free_host_mem(&mut hm);
+                return Ok(0);
+            }
+            hmb::Size::Range { min, preferred } => (min, preferred),
+        };
+        let mut bits = hmb::ENABLE;
+        if hm.descs.is_some() {
+            if hm.size >= min {
+                bits |= hmb::RETURN;
+            } else {
+                Self::free_host_mem(&mut hm);
+            }
+        }
+        if hm.descs.is_none() {
+            if self
+                .alloc_host_mem(dev, &mut hm, wanted, min, preferred)
+                .is_err()
+            {
+                dev_warn!(core.device(), "failed to allocate host memory buffer.\n");
+                return Ok(0);
+            }
+            let n = hm.chunks.len();
+            let plural = if n == 1 { "" } else { "s" };
+            dev_info!(
+                core.device(),
+                "allocated {} MiB host memory buffer ({} segment{}).\n",
+                hm.size >> 20,
+                n,
+                plural
+            );
+        }
+        let result = self.set_host_mem(&mut hm, bits);
+        if !matches!(result, Ok(0)) {
+            Self::free_host_mem(&mut hm);
+        }
+        result
+    }
+
     /// Follows `nvme_pci_nr_maps`.
     fn nr_maps(&self) -> u32 {
         if self.layout.poll.load(Relaxed) > 0 {
@@ -764,6 +973,11 @@ impl Controller {
     fn free_memory(&self) {
         let shadow = self.dev.lock().shadow.take();
         drop(shadow);
+        {
+            let mut hm = self.hmb.lock();
+            Self::free_host_mem(&mut hm);
+            hm.removed = true;
+        }
         for q in self.queues.iter() {
             q.free_rings();
         }
@@ -785,6 +999,7 @@ impl Controller {
         core.init_finish(false)?;
         self.after_identify();
         self.prepare_shadow(dev);
+        self.setup_host_mem(dev)?;
         core.update_attrs();
         self.setup_io_queues(dev)?;
         if self.online() > 1 {
@@ -883,6 +1098,7 @@ impl Controller {
         core.init_finish(was_suspended)?;
         self.after_identify();
         self.prepare_shadow(dev);
+        self.setup_host_mem(dev)?;
         core.update_attrs();
         self.setup_io_queues(dev)?;
         if self.online() > 1 {
@@ -983,6 +1199,14 @@ impl Controller {
             if core.state() != State::Live {
                 return Err(EBUSY);
             }
+            // The host memory may not be reachable in a system suspend state; the controller
+            // may use it in a non-operational power state.
+            {
+                let mut hm = self.hmb.lock();
+                if hm.enabled {
+                    self.set_host_mem(&mut hm, 0)?;
+                }
+            }
             self.last_power_state.store(self.power_state()?, Relaxed);
             // A saved state keeps the PCI core from changing the device's power on its own.
             self.pci().save_state();
@@ -1058,6 +1282,7 @@ impl Transport for Controller {
                 last_power_state: Atomic::new(u32::MAX),
                 stats <- new_mutex!(None),
                 making_pools <- new_mutex!(()),
+                hmb <- new_mutex!(HostMemory::default()),
             }),
             node,
         )
@@ -1184,13 +1409,31 @@ impl Transport for Controller {
         self.suspend_to_power_state()
     }
 
-    fn resume(&self) -> Result {
+    fn resume(&self, dev: &Device<Bound>) -> Result {
         let core = self.core();
         let ps = self.last_power_state.load(Relaxed);
-        if ps != u32::MAX && matches!(core.set_features(Feature::PowerManagement, ps), Ok(0)) {
+        if ps != u32::MAX
+            && matches!(core.set_features(Feature::PowerManagement, ps), Ok(0))
+            && (core.host_memory_wanted().0 == 0 || matches!(self.setup_host_mem(dev), Ok(0)))
+        {
             return Ok(());
         }
         core.try_sched_reset()
+    }
+
+    /// Follows `hmb_store`.
+    fn set_host_memory(&self, dev: &Device<Bound>, on: bool) -> Result {
+        let mut hm = self.hmb.lock();
+        if on == hm.enabled {
+            return Ok(());
+        }
+        if on {
+            drop(hm);
+            self.setup_host_mem(dev)?;
+        } else if self.set_host_mem(&mut hm, 0)? == 0 {
+            Self::free_host_mem(&mut hm);
+        }
+        Ok(())
     }
 
     fn simple_suspend(&self) -> Result {

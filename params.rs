@@ -36,7 +36,8 @@ const POLL_QUEUES: usize = param::COUNT + 1;
 const SGL_THRESHOLD: usize = param::COUNT + 2;
 const USE_THREADED_INTERRUPTS: usize = param::COUNT + 3;
 const USE_CMB_SQES: usize = param::COUNT + 4;
-const COUNT: usize = param::COUNT + 5;
+const MAX_HOST_MEM_SIZE_MB: usize = param::COUNT + 5;
+const COUNT: usize = param::COUNT + 6;
 
 const SPECS: [ParamSpec; COUNT] = {
     let mut s = [PARAM_SPECS[0]; COUNT];
@@ -89,17 +90,27 @@ const SPECS: [ParamSpec; COUNT] = {
         max: 1,
         description: "use controller's memory buffer for I/O SQes (load time)",
     };
+    s[MAX_HOST_MEM_SIZE_MB] = ParamSpec {
+        name: "max_host_mem_size_mb",
+        unit: "MiB",
+        default: 128,
+        min: 0,
+        max: u32::MAX,
+        description: "Maximum Host Memory Buffer (HMB) size per controller (in MiB)",
+    };
     s
 };
 
-/// Writable at runtime but `use_threaded_interrupts` and `use_cmb_sqes` (as `pci.c`'s: 0644
-/// for `io_queue_depth` and `poll_queues`, whose queue layout takes effect at the next
-/// controller reset; 0 for `use_threaded_interrupts`, read when a line is requested, and 0444
-/// for `use_cmb_sqes`, read when a controller's CMB is registered).
+/// Writable at runtime but `use_threaded_interrupts`, `use_cmb_sqes` and
+/// `max_host_mem_size_mb` (as `pci.c`'s: 0644 for `io_queue_depth` and `poll_queues`, whose
+/// queue layout takes effect at the next controller reset; 0 for `use_threaded_interrupts`,
+/// read when a line is requested, and 0444 for `use_cmb_sqes`, read when a controller's CMB is
+/// registered, and `max_host_mem_size_mb`, read when its host memory buffer is allocated).
 const WRITABLE: [bool; COUNT] = {
     let mut w = [true; COUNT];
     w[USE_THREADED_INTERRUPTS] = false;
     w[USE_CMB_SQES] = false;
+    w[MAX_HOST_MEM_SIZE_MB] = false;
     w
 };
 
@@ -202,4 +213,9 @@ pub(crate) fn use_threaded_interrupts() -> bool {
 /// (`use_cmb_sqes`).
 pub(crate) fn use_cmb_sqes() -> bool {
     PARAMS[USE_CMB_SQES].get() != 0
+}
+
+/// The largest host memory buffer a controller gets, in MiB (`max_host_mem_size_mb`).
+pub(crate) fn max_host_mem_size_mb() -> u32 {
+    PARAMS[MAX_HOST_MEM_SIZE_MB].get()
 }

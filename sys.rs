@@ -54,7 +54,8 @@ pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     fn reset_prepare(&self);
     fn reset_done(&self);
     fn suspend(&self) -> Result;
-    fn resume(&self) -> Result;
+    /// System resume, on the function the driver is bound to (`dev`).
+    fn resume(&self, dev: &kernel::device::Device<kernel::device::Bound>) -> Result;
     fn simple_suspend(&self) -> Result;
     fn simple_resume(&self) -> Result;
 
@@ -73,6 +74,13 @@ pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     fn map_queues(&self, maps: &mut blk::QueueMaps<'_>);
     /// An Abort command sent by [`Transport::timeout`] completed with `status`.
     fn abort_done(&self, status: u16);
+    /// sysfs `hmb` written: the host memory buffer on or off, on the function the driver is
+    /// bound to (`dev`).
+    fn set_host_memory(
+        &self,
+        dev: &kernel::device::Device<kernel::device::Bound>,
+        on: bool,
+    ) -> Result;
     /// CPU `cpu` is about to go down (it still runs); its managed interrupts go next.
     fn cpu_going_down(&self, cpu: u32);
     /// The offline of CPU `cpu` ended: it went down, or a failed offline brought it back.

@@ -18,6 +18,7 @@ use kernel::{
         Device, //
     },
     devres::Devres,
+    ffi::c_void,
     prelude::*,
     sync::atomic::{
         Atomic,
@@ -500,6 +501,88 @@ impl<T: Send + Sync + 'static> Unbindable<T> {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
         self.0.try_access_with(f)
     }
+}
+
+/// How [`DeviceMemory`] was allocated.
+enum DeviceMemoryKind {
+    /// One block (`dma_alloc_attrs`), by the cookie it returned.
+    Block(NonNull<c_void>),
+    /// Pages an IOMMU maps as one range (`dma_alloc_noncontiguous`).
+    Merged(NonNull<bindings::sg_table>),
+}
+
+/// Host memory only the device uses, never mapped for the CPU: a chunk of a host memory
+/// buffer. Free it before the driver unbinds.
+///
+/// # Invariants
+///
+/// `kind` is what an allocation of `len` bytes for `pci` returned, at bus address `dma`.
+pub(crate) struct DeviceMemory {
+    pci: Function,
+    kind: DeviceMemoryKind,
+    dma: u64,
+    len: usize,
+}
+
+// SAFETY: The memory is owned by whoever holds the value, and never touched by the CPU.
+unsafe impl Send for DeviceMemory {}
+// SAFETY: As above.
+unsafe impl Sync for DeviceMemory {}
+
+impl DeviceMemory {
+    /// `len` bytes in one physically contiguous block; `None` when memory is short.
+    pub(crate) fn alloc(pci: &Function, len: usize) -> Option<Self> {
+        let mut dma = 0;
+        // SAFETY: `pdev` is live; `dma` is valid for writes.
+        let cookie = unsafe { ffi::nva_dma_alloc_device_only(pci.raw(), len, &mut dma) };
+        Some(Self {
+            pci: pci.clone(),
+            kind: DeviceMemoryKind::Block(NonNull::new(cookie)?),
+            dma,
+            len,
+        })
+    }
+
+    /// `len` bytes the device sees as one range: behind an IOMMU that merges pages, pages
+    /// anywhere; without one, a contiguous block. `None` when memory is short.
+    pub(crate) fn alloc_merged(pci: &Function, len: usize) -> Option<Self> {
+        let mut dma = 0;
+        // SAFETY: `pdev` is live; `dma` is valid for writes.
+        let sgt = unsafe { ffi::nva_dma_alloc_merged(pci.raw(), len, &mut dma) };
+        Some(Self {
+            pci: pci.clone(),
+            kind: DeviceMemoryKind::Merged(NonNull::new(sgt)?),
+            dma,
+            len,
+        })
+    }
+
+    /// The address the device uses.
+    pub(crate) fn dma(&self) -> u64 {
+        self.dma
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        match self.kind {
+            // SAFETY: Allocated for `pci` with this size and address (type invariant), freed
+            // once.
+            DeviceMemoryKind::Block(cookie) => unsafe {
+                ffi::nva_dma_free_device_only(self.pci.raw(), self.len, cookie.as_ptr(), self.dma)
+            },
+            // SAFETY: As above.
+            DeviceMemoryKind::Merged(sgt) => unsafe {
+                ffi::nva_dma_free_merged(self.pci.raw(), self.len, sgt.as_ptr())
+            },
+        }
+    }
+}
+
+/// The largest block the page allocator gives (`PAGE_SIZE * MAX_ORDER_NR_PAGES`).
+pub(crate) fn max_block_size() -> u64 {
+    // SAFETY: Computes a constant.
+    unsafe { ffi::nva_max_block_size() }
 }
 
 /// An array of `T` in the controller's own peer-to-peer memory (`pci_alloc_p2pmem`): a part of

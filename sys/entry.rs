@@ -211,7 +211,11 @@ forward!(error_resume() -> () => |t| t.error_resume());
 forward!(reset_prepare() -> () => |t| t.reset_prepare());
 forward!(reset_done() -> () => |t| t.reset_done());
 forward!(suspend() -> c_int => |t| from_result(|| t.suspend().map(|()| 0)));
-forward!(resume() -> c_int => |t| from_result(|| t.resume().map(|()| 0)));
+forward!(resume() -> c_int => |t| {
+    // SAFETY: The PM core calls a driver's callbacks only while it is bound.
+    let dev = unsafe { t.function().as_bound() };
+    from_result(|| t.resume(dev).map(|()| 0))
+});
 forward!(simple_suspend() -> c_int => |t| from_result(|| t.simple_suspend().map(|()| 0)));
 forward!(simple_resume() -> c_int => |t| from_result(|| t.simple_resume().map(|()| 0)));
 forward!(submit_async_event() -> () => |t| t.submit_async_event());
@@ -222,6 +226,13 @@ forward!(reset_work() -> () => |t| {
     // controller to DELETING, after which no reset is queued, and flushes the work before the
     // driver unbinds.
     t.reset_work(unsafe { t.function().as_bound() })
+});
+forward!(set_host_memory(on: bool) -> c_int => |t| {
+    // SAFETY: sysfs calls the controller's attributes only until nvme-core deletes its device
+    // (`nvme_uninit_ctrl`, which waits for the calls running), which `remove` and a failed
+    // `probe` do while the driver is still bound.
+    let dev = unsafe { t.function().as_bound() };
+    from_result(|| t.set_host_memory(dev, on).map(|()| 0))
 });
 forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
 // The controller may have stopped waiting for the command (a timeout), but the transport
@@ -464,6 +475,7 @@ macro_rules! transport {
             export!($t, nva_rust_map_queues => map_queues(
                 t: *mut c_void, set: *mut blk_mq_tag_set) -> ());
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
+            export!($t, nva_rust_set_host_memory => set_host_memory(t: *mut c_void, on: bool) -> c_int);
             export!($t, nva_rust_delete_done => delete_done(t: *mut c_void, qid: u16, error: u8) -> ());
             export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
             export!($t, nva_rust_cpu_down_ended => cpu_down_ended(t: *mut c_void, cpu: c_uint) -> ());

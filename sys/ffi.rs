@@ -20,7 +20,8 @@ use kernel::bindings::{
     mempool_t,
     pci_dev,
     request,
-    rq_list, //
+    rq_list,
+    sg_table, //
 };
 use kernel::ffi::{
     c_char,
@@ -115,6 +116,14 @@ extern "C" {
     pub(crate) fn nva_ctrl_set_max_integrity_segments(c: *mut NvaCtrl, n: u32);
     pub(crate) fn nva_ctrl_set_numa_node(c: *mut NvaCtrl, node: c_int);
     pub(crate) fn nva_ctrl_set_cmb_registers(c: *mut NvaCtrl, cmbloc: u32, cmbsz: u32);
+    pub(crate) fn nva_ctrl_host_memory_wanted(
+        c: *mut NvaCtrl,
+        hmpre: *mut u32,
+        hmmin: *mut u32,
+        hmminds: *mut u32,
+        hmmaxd: *mut u16,
+    );
+    pub(crate) fn nva_ctrl_set_hmb(c: *mut NvaCtrl, enabled: bool);
     pub(crate) fn nva_ctrl_update_attrs(c: *mut NvaCtrl);
     pub(crate) fn nva_ctrl_enabled(c: *mut NvaCtrl) -> bool;
     pub(crate) fn nva_ctrl_shut_down(c: *mut NvaCtrl) -> bool;
@@ -290,6 +299,25 @@ extern "C" {
     pub(crate) fn nva_p2pmem_publish(pdev: *mut pci_dev, publish: bool);
     pub(crate) fn nva_p2pmem_alloc(pdev: *mut pci_dev, size: usize, bus: *mut u64) -> *mut c_void;
     pub(crate) fn nva_p2pmem_free(pdev: *mut pci_dev, p: *mut c_void, size: usize);
+    pub(crate) fn nva_dma_alloc_device_only(
+        pdev: *mut pci_dev,
+        size: usize,
+        dma: *mut u64,
+    ) -> *mut c_void;
+    pub(crate) fn nva_dma_free_device_only(
+        pdev: *mut pci_dev,
+        size: usize,
+        p: *mut c_void,
+        dma: u64,
+    );
+    pub(crate) fn nva_dma_alloc_merged(
+        pdev: *mut pci_dev,
+        size: usize,
+        dma: *mut u64,
+    ) -> *mut sg_table;
+    pub(crate) fn nva_dma_free_merged(pdev: *mut pci_dev, size: usize, sgt: *mut sg_table);
+    pub(crate) fn nva_dma_merge_boundary(pdev: *mut pci_dev) -> c_ulong;
+    pub(crate) fn nva_max_block_size() -> u64;
     pub(crate) fn nva_dma_opt_mapping_size(pdev: *mut pci_dev) -> u64;
     pub(crate) fn nva_dma_setup(
         pdev: *mut pci_dev,

@@ -57,6 +57,8 @@ struct nva_ctrl {
 	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
 	u32 cmbloc;
 	u32 cmbsz;
+	/* The controller uses its host memory buffer (sysfs "hmb"). */
+	bool hmb;
 };
 
 #define NVA_WATCHING_CPUS 0
@@ -120,6 +122,7 @@ void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
 void nva_rust_init_request(struct request *rq);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
+int nva_rust_set_host_memory(void *t, bool enable);
 
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
@@ -301,6 +304,21 @@ void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n)
 void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node)
 {
 	c->ctrl.numa_node = node;
+}
+
+/* What Identify asks for as host memory buffer (nvme-core reads it). */
+void nva_ctrl_host_memory_wanted(struct nva_ctrl *c, u32 *hmpre, u32 *hmmin, u32 *hmminds,
+				 u16 *hmmaxd)
+{
+	*hmpre = c->ctrl.hmpre;
+	*hmmin = c->ctrl.hmmin;
+	*hmminds = c->ctrl.hmminds;
+	*hmmaxd = c->ctrl.hmmaxd;
+}
+
+void nva_ctrl_set_hmb(struct nva_ctrl *c, bool enabled)
+{
+	WRITE_ONCE(c->hmb, enabled);
 }
 
 void nva_ctrl_set_cmb_registers(struct nva_ctrl *c, u32 cmbloc, u32 cmbsz)
@@ -1180,6 +1198,51 @@ void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size)
 	pci_free_p2pmem(pdev, p, size);
 }
 
+/*
+ * Memory only the device uses (a host memory buffer's chunk): no kernel mapping, and no
+ * warning when a large chunk cannot be had (smaller ones are tried next).
+ */
+void *nva_dma_alloc_device_only(struct pci_dev *pdev, size_t size, u64 *dma)
+{
+	dma_addr_t addr;
+	void *p = dma_alloc_attrs(&pdev->dev, size, &addr, GFP_KERNEL,
+				  DMA_ATTR_NO_KERNEL_MAPPING | DMA_ATTR_NO_WARN);
+
+	*dma = p ? addr : 0;
+	return p;
+}
+
+void nva_dma_free_device_only(struct pci_dev *pdev, size_t size, void *p, u64 dma)
+{
+	dma_free_attrs(&pdev->dev, size, p, dma, DMA_ATTR_NO_KERNEL_MAPPING | DMA_ATTR_NO_WARN);
+}
+
+/* Pages the IOMMU maps as one range; its bus address in @dma. */
+struct sg_table *nva_dma_alloc_merged(struct pci_dev *pdev, size_t size, u64 *dma)
+{
+	struct sg_table *sgt = dma_alloc_noncontiguous(&pdev->dev, size, DMA_BIDIRECTIONAL,
+						       GFP_KERNEL, 0);
+
+	*dma = sgt ? sg_dma_address(sgt->sgl) : 0;
+	return sgt;
+}
+
+void nva_dma_free_merged(struct pci_dev *pdev, size_t size, struct sg_table *sgt)
+{
+	dma_free_noncontiguous(&pdev->dev, size, sgt, DMA_BIDIRECTIONAL);
+}
+
+unsigned long nva_dma_merge_boundary(struct pci_dev *pdev)
+{
+	return dma_get_merge_boundary(&pdev->dev);
+}
+
+/* The largest block the page allocator hands out. */
+u64 nva_max_block_size(void)
+{
+	return PAGE_SIZE * MAX_ORDER_NR_PAGES;
+}
+
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev)
 {
 	return dma_opt_mapping_size(&pdev->dev);
@@ -1357,7 +1420,7 @@ static unsigned long nva_get_virt_boundary(struct nvme_ctrl *ctrl, bool is_admin
 	return nva_rust_virt_boundary(to_nva(ctrl)->transport, is_admin);
 }
 
-/* pci.c's attributes of the controller's CMB, as it shows them. */
+/* pci.c's attributes of the controller's CMB and host memory buffer, as it shows them. */
 static struct nva_ctrl *nva_of_device(struct device *dev)
 {
 	return to_nva(dev_get_drvdata(dev));
@@ -1384,12 +1447,32 @@ static ssize_t cmbsz_show(struct device *dev, struct device_attribute *attr, cha
 }
 static DEVICE_ATTR_RO(cmbsz);
 
+static ssize_t hmb_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", READ_ONCE(nva_of_device(dev)->hmb));
+}
+
+static ssize_t hmb_store(struct device *dev, struct device_attribute *attr, const char *buf,
+			 size_t count)
+{
+	bool enable;
+	int ret;
+
+	if (kstrtobool(buf, &enable) < 0)
+		return -EINVAL;
+	ret = nva_rust_set_host_memory(nva_of_device(dev)->transport, enable);
+	return ret < 0 ? ret : count;
+}
+static DEVICE_ATTR_RW(hmb);
+
 static umode_t nva_pci_attrs_are_visible(struct kobject *kobj, struct attribute *a, int n)
 {
 	struct nva_ctrl *c = nva_of_device(kobj_to_dev(kobj));
 
 	if ((a == &dev_attr_cmb.attr || a == &dev_attr_cmbloc.attr ||
 	     a == &dev_attr_cmbsz.attr) && !READ_ONCE(c->cmbsz))
+		return 0;
+	if (a == &dev_attr_hmb.attr && !c->ctrl.hmpre)
 		return 0;
 	return a->mode;
 }
@@ -1398,6 +1481,7 @@ static struct attribute *nva_pci_attrs[] = {
 	&dev_attr_cmb.attr,
 	&dev_attr_cmbloc.attr,
 	&dev_attr_cmbsz.attr,
+	&dev_attr_hmb.attr,
 	NULL,
 };
 

@@ -74,6 +74,9 @@ void nva_ctrl_set_limits(struct nva_ctrl *c, u32 max_hw_sectors, u32 max_segment
 void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n);
 void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node);
 void nva_ctrl_set_cmb_registers(struct nva_ctrl *c, u32 cmbloc, u32 cmbsz);
+void nva_ctrl_host_memory_wanted(struct nva_ctrl *c, u32 *hmpre, u32 *hmmin, u32 *hmminds,
+				 u16 *hmmaxd);
+void nva_ctrl_set_hmb(struct nva_ctrl *c, bool enabled);
 void nva_ctrl_update_attrs(struct nva_ctrl *c);
 bool nva_ctrl_enabled(struct nva_ctrl *c);
 bool nva_ctrl_shut_down(struct nva_ctrl *c);
@@ -203,6 +206,12 @@ int nva_p2pdma_add_resource(struct pci_dev *pdev, unsigned int bar, u64 size, u6
 void nva_p2pmem_publish(struct pci_dev *pdev, bool publish);
 void *nva_p2pmem_alloc(struct pci_dev *pdev, size_t size, u64 *bus);
 void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size);
+void *nva_dma_alloc_device_only(struct pci_dev *pdev, size_t size, u64 *dma);
+void nva_dma_free_device_only(struct pci_dev *pdev, size_t size, void *p, u64 dma);
+struct sg_table *nva_dma_alloc_merged(struct pci_dev *pdev, size_t size, u64 *dma);
+void nva_dma_free_merged(struct pci_dev *pdev, size_t size, struct sg_table *sgt);
+unsigned long nva_dma_merge_boundary(struct pci_dev *pdev);
+u64 nva_max_block_size(void);
 u64 nva_dma_opt_mapping_size(struct pci_dev *pdev);
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask);
 void nva_reinit_completion(struct completion *x);

@@ -29,11 +29,13 @@ use super::{
 };
 use crate::cmd::{
     Command,
-    Completion, //
+    Completion,
+    HostMemoryDescriptor, //
 };
 
 // The queue entries are the ABI with the controller and with glue.c (`struct nvme_command`
-// and `struct nvme_completion`, whose sizes glue.c checks): DMA rings hold them.
+// and `struct nvme_completion`, whose sizes glue.c checks): DMA rings hold them, as a DMA
+// buffer holds host memory buffer descriptors.
 // SAFETY: `Command` is `repr(C)` plain integers without padding: any bit pattern is valid.
 unsafe impl kernel::transmute::FromBytes for Command {}
 // SAFETY: `Command` is `repr(C)` plain integers without padding.
@@ -42,6 +44,11 @@ unsafe impl kernel::transmute::AsBytes for Command {}
 unsafe impl kernel::transmute::FromBytes for Completion {}
 // SAFETY: `Completion` is `repr(C)` plain integers without padding.
 unsafe impl kernel::transmute::AsBytes for Completion {}
+// SAFETY: `HostMemoryDescriptor` is `repr(C)` plain integers without padding: any bit pattern
+// is valid.
+unsafe impl kernel::transmute::FromBytes for HostMemoryDescriptor {}
+// SAFETY: `HostMemoryDescriptor` is `repr(C)` plain integers without padding.
+unsafe impl kernel::transmute::AsBytes for HostMemoryDescriptor {}
 
 /// nvme-core's controller states (`enum nvme_ctrl_state`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -403,6 +410,23 @@ impl Ctrl {
     pub(crate) fn set_numa_node(self, node: i32) {
         // SAFETY: The controller is valid; the transport owns this field.
         unsafe { ffi::nva_ctrl_set_numa_node(self.raw(), node) }
+    }
+
+    /// What Identify asks for as host memory buffer: HMPRE, HMMIN, HMMINDS (in 4 KiB units)
+    /// and HMMAXD (descriptors, 0: any number).
+    pub(crate) fn host_memory_wanted(self) -> (u32, u32, u32, u16) {
+        let (mut pre, mut min, mut minds, mut maxd) = (0, 0, 0, 0);
+        // SAFETY: The controller is valid; the outputs are valid for writes.
+        unsafe {
+            ffi::nva_ctrl_host_memory_wanted(self.raw(), &mut pre, &mut min, &mut minds, &mut maxd)
+        };
+        (pre, min, minds, maxd)
+    }
+
+    /// Tells sysfs (`hmb`) whether the controller uses its host memory buffer.
+    pub(crate) fn set_hmb_enabled(self, enabled: bool) {
+        // SAFETY: The controller is valid; the transport owns this field.
+        unsafe { ffi::nva_ctrl_set_hmb(self.raw(), enabled) }
     }
 
     /// Gives sysfs the controller's CMBLOC and CMBSZ (`cmb`, `cmbloc`, `cmbsz`; hidden while

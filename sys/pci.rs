@@ -210,6 +210,12 @@ impl Function {
         unsafe { ffi::nva_pci_bar_bus_address(self.raw(), bar) }
     }
 
+    /// The boundary an IOMMU merges DMA segments at (0: none merges them).
+    pub(crate) fn dma_merge_boundary(&self) -> u64 {
+        // SAFETY: `pdev` is live.
+        unsafe { ffi::nva_dma_merge_boundary(self.raw()) as u64 }
+    }
+
     /// Registers `size` bytes at `offset` in BAR `bar` as peer-to-peer memory, until the driver
     /// unbinds (`pci_p2pdma_add_resource`); `EOPNOTSUPP` without `CONFIG_PCI_P2PDMA`.
     pub(crate) fn add_p2p_memory(&self, bar: u32, size: u64, offset: u64) -> Result {
