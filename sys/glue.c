@@ -1725,6 +1725,12 @@ static struct pci_driver nva_pci_driver = {
 	.probe = nva_pci_probe,
 	.remove = nva_pci_remove,
 	.shutdown = nva_pci_shutdown,
+	/*
+	 * As the stock driver: sriov_numvfs enables and disables the virtual functions, which
+	 * the controller's Virtualization Management command then gives queues and interrupts.
+	 * Removal leaves them as they are, as there (the PCI core warns).
+	 */
+	.sriov_configure = pci_sriov_configure_simple,
 	.driver = {
 		/*
 		 * As the stock driver: a controller's probe (enable, admin queue,
