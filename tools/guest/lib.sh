@@ -68,6 +68,7 @@ CTRL_SUBSYS=0000:00:09.0 # in an NVM subsystem: namespace 1 attached, namespace 
 CTRL_LAT=0000:00:0a.0    # null-co backend with a fixed 20 ms latency
 CTRL_ONEVEC=0000:00:0b.0 # file backend, one MSI-X vector for all its queues
 CTRL_CMB=0000:00:0c.0    # file backend, a 16 MiB controller memory buffer
+CTRL_SRIOV=0000:02:00.0  # file backend, SR-IOV: one virtual function with flexible resources
 
 # Loads module NAME from /lib/modules with the parameters given, unless it is loaded already.
 load_module() {
