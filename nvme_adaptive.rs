@@ -127,10 +127,22 @@ fn admin_depth() -> u16 {
 struct Layout {
     /// Interrupt vectors: the admin queue's, then one per interrupt-driven I/O queue.
     vectors: Atomic<u32>,
-    /// Interrupt-driven I/O queues.
+    /// Interrupt-driven I/O queues for writes, and for reads too without read queues.
     default: Atomic<u32>,
+    /// Interrupt-driven I/O queues for reads (`write_queues`), after the default ones.
+    read: Atomic<u32>,
     /// I/O queues without interrupts, for polled I/O.
     poll: Atomic<u32>,
+}
+
+/// I/O queues to ask for (`nvme_max_io_queues`): one if the controller shares tags with the
+/// admin queue.
+fn max_io_queues(shared_tags: bool, write: u32, poll: u32) -> u32 {
+    if shared_tags {
+        1
+    } else {
+        nvme::possible_queues() + write + poll
+    }
 }
 
 /// What `dev` guards.
@@ -268,7 +280,7 @@ impl Controller {
             return Err(ENODEV);
         }
         // Whatever the controller supports, one vector for the admin queue during init.
-        pci.alloc_irq_vectors(1, false, !core.has_quirk(Quirk::BrokenMsi))?;
+        pci.alloc_irq_vectors(1, !core.has_quirk(Quirk::BrokenMsi))?;
         let cap = regs.read64(regs::CAP)?;
         core.set_cap(cap);
         st.depth = self.io_depth(cap);
@@ -401,15 +413,6 @@ impl Controller {
         )
     }
 
-    /// I/O queues to ask for (`nvme_max_io_queues`).
-    fn max_io_queues(&self, poll: u32) -> u32 {
-        if self.core().has_quirk(Quirk::SharedTags) {
-            1
-        } else {
-            nvme::possible_queues() + poll
-        }
-    }
-
     /// Takes `dev` while queues are being set up, unless a disable holds it or the controller
     /// left the connecting state (`nvme_setup_io_queues_trylock`).
     fn setup_lock(&self) -> Result<MutexGuard<'_, DevState>> {
@@ -427,12 +430,20 @@ impl Controller {
         let (core, pci) = (self.core(), self.pci());
         let admin = self.admin();
         let mut poll = params::poll_queues();
-        // The tag set's maps are made once: no poll queues later if it has no poll map.
-        if core.has_io_tag_set() && core.io_tag_set_maps() < 3 {
-            poll = 0;
+        let mut write = params::write_queues();
+        // The tag set's maps are made once: no poll or read queues later without their map.
+        if core.has_io_tag_set() {
+            let maps = core.io_tag_set_maps();
+            if maps < 3 {
+                poll = 0;
+            }
+            if maps < 2 {
+                write = 0;
+            }
         }
         let allocated = self.queues.len() as u32 - 1;
-        let wanted = self.max_io_queues(poll).min(allocated);
+        let shared_tags = core.has_quirk(Quirk::SharedTags);
+        let wanted = max_io_queues(shared_tags, write, poll).min(allocated);
         let mut nr = core.set_queue_count(wanted)?;
         if nr == 0 {
             return Ok(());
@@ -470,14 +481,17 @@ impl Controller {
             } else {
                 nr - poll_queues
             };
-            let vectors = pci
-                .alloc_irq_vectors(irq_queues, true, !core.has_quirk(Quirk::BrokenMsi))
+            let (vectors, read) = pci
+                .alloc_queue_vectors(irq_queues, !core.has_quirk(Quirk::BrokenMsi), write)
                 .map_err(|_| EIO)?;
-            let default = vectors.saturating_sub(1).max(1);
+            // I/O queues with interrupts: a vector each, or all on the admin queue's.
+            let irq_io_queues = vectors.saturating_sub(1).max(1);
+            let default = irq_io_queues - read;
             self.layout.vectors.store(vectors, Relaxed);
             self.layout.default.store(default, Relaxed);
+            self.layout.read.store(read, Relaxed);
             self.layout.poll.store(poll_queues, Relaxed);
-            st.max_qid = default + poll_queues;
+            st.max_qid = irq_io_queues + poll_queues;
             self.request_irq(0, 0, false)?;
             admin.set_enabled(true);
             drop(st);
@@ -497,8 +511,9 @@ impl Controller {
             }
             dev_info!(
                 core.device(),
-                "{}/0/{} default/read/poll queues\n",
+                "{}/{}/{} default/read/poll queues\n",
                 default,
+                read,
                 poll_queues
             );
             return Ok(());
@@ -524,7 +539,7 @@ impl Controller {
         let max = max_qid.min(allocated);
         let poll = self.layout.poll.load(Relaxed) as usize;
         let rw_queues = if max != 1 && poll > 0 {
-            self.layout.default.load(Relaxed) as usize
+            (self.layout.default.load(Relaxed) + self.layout.read.load(Relaxed)) as usize
         } else {
             max
         };
@@ -931,6 +946,8 @@ impl Controller {
     fn nr_maps(&self) -> u32 {
         if self.layout.poll.load(Relaxed) > 0 {
             3
+        } else if self.layout.read.load(Relaxed) > 0 {
+            2
         } else {
             1
         }
@@ -1247,12 +1264,11 @@ impl Transport for Controller {
         let regs = Regs::map(pdev)?;
         let pools = Unbindable::new(dev, NodePools::new()?)?;
         let hw = Arc::new(Hw::new(core, pci, regs, pools), GFP_KERNEL)?;
-        let poll = params::poll_queues();
-        let io_queues = if quirks.has(Quirk::SharedTags) {
-            1
-        } else {
-            nvme::possible_queues() + poll
-        };
+        let io_queues = max_io_queues(
+            quirks.has(Quirk::SharedTags),
+            params::write_queues(),
+            params::poll_queues(),
+        );
         // As `pci.c`'s `kzalloc_node`/`kcalloc_node`: on the controller's node.
         let node = Node::from_raw(hw.pci.numa_node());
         let mut queues = KVec::with_capacity(io_queues as usize + 1, GFP_KERNEL)?;
@@ -1276,6 +1292,7 @@ impl Transport for Controller {
                 layout: Layout {
                     vectors: Atomic::new(0),
                     default: Atomic::new(0),
+                    read: Atomic::new(0),
                     poll: Atomic::new(0),
                 },
                 subsystem: Atomic::new(false),
@@ -1511,14 +1528,15 @@ impl Transport for Controller {
         Some(q)
     }
 
-    /// Follows `nvme_pci_map_queues`: interrupt-driven queues follow their vectors' CPUs.
+    /// Follows `nvme_pci_map_queues`: interrupt-driven queues (writes, then reads) follow their
+    /// vectors' CPUs.
     fn map_queues(&self, maps: &mut QueueMaps<'_>) {
         let vectors = self.layout.vectors.load(Relaxed);
         let mut vector_offset = u32::from(vectors > 1);
         let mut queue_offset = 0;
         for (kind, nr) in [
             (MapKind::Default, self.layout.default.load(Relaxed)),
-            (MapKind::Read, 0),
+            (MapKind::Read, self.layout.read.load(Relaxed)),
             (MapKind::Poll, self.layout.poll.load(Relaxed)),
         ] {
             let spread = kind != MapKind::Poll && vector_offset > 0;

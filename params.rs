@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The module's parameters: the polling policy's (`policy.rs`) and the transport's, all
-//! writable at runtime. `io_queue_depth` and `poll_queues` are read at each controller enable
-//! (probe and reset), as `pci.c` reads its own. Each is range-checked at load and at runtime
-//! (see `sys/params.rs`).
+//! writable at runtime. `io_queue_depth`, `poll_queues` and `write_queues` are read at each
+//! controller enable (probe and reset), as `pci.c` reads its own. Each is range-checked at load
+//! and at runtime (see `sys/params.rs`).
 //!
 //! nvme-core's own parameters (`nvme_core.io_timeout`, `admin_timeout`, `max_retries`,
 //! `shutdown_timeout`, ...) apply to this transport as to the stock one.
@@ -37,7 +37,8 @@ const SGL_THRESHOLD: usize = param::COUNT + 2;
 const USE_THREADED_INTERRUPTS: usize = param::COUNT + 3;
 const USE_CMB_SQES: usize = param::COUNT + 4;
 const MAX_HOST_MEM_SIZE_MB: usize = param::COUNT + 5;
-const COUNT: usize = param::COUNT + 6;
+const WRITE_QUEUES: usize = param::COUNT + 6;
+const COUNT: usize = param::COUNT + 7;
 
 const SPECS: [ParamSpec; COUNT] = {
     let mut s = [PARAM_SPECS[0]; COUNT];
@@ -98,14 +99,24 @@ const SPECS: [ParamSpec; COUNT] = {
         max: u32::MAX,
         description: "Maximum Host Memory Buffer (HMB) size per controller (in MiB)",
     };
+    s[WRITE_QUEUES] = ParamSpec {
+        name: "write_queues",
+        unit: "queues",
+        default: 0,
+        min: 0,
+        // Replaced by the CPU count (`BOUNDS`).
+        max: 0,
+        description: "queues for writes, the others for reads; 0: shared (next reset)",
+    };
     s
 };
 
 /// Writable at runtime but `use_threaded_interrupts`, `use_cmb_sqes` and
-/// `max_host_mem_size_mb` (as `pci.c`'s: 0644 for `io_queue_depth` and `poll_queues`, whose
-/// queue layout takes effect at the next controller reset; 0 for `use_threaded_interrupts`,
-/// read when a line is requested, and 0444 for `use_cmb_sqes`, read when a controller's CMB is
-/// registered, and `max_host_mem_size_mb`, read when its host memory buffer is allocated).
+/// `max_host_mem_size_mb` (as `pci.c`'s: 0644 for `io_queue_depth`, `poll_queues` and
+/// `write_queues`, whose queue layout takes effect at the next controller reset; 0 for
+/// `use_threaded_interrupts`, read when a line is requested, and 0444 for `use_cmb_sqes`, read
+/// when a controller's CMB is registered, and `max_host_mem_size_mb`, read when its host memory
+/// buffer is allocated).
 const WRITABLE: [bool; COUNT] = {
     let mut w = [true; COUNT];
     w[USE_THREADED_INTERRUPTS] = false;
@@ -114,13 +125,16 @@ const WRITABLE: [bool; COUNT] = {
     w
 };
 
-/// `poll_queues` goes up to the CPU count (`io_queue_count_set`: `blk_mq_num_possible_queues`).
+/// `poll_queues` and `write_queues` go up to the CPU count (`io_queue_count_set`:
+/// `blk_mq_num_possible_queues`).
 const BOUNDS: [Option<Bound>; COUNT] = {
-    let mut b = [None; COUNT];
-    b[POLL_QUEUES] = Some(Bound {
+    let cpus = Some(Bound {
         max: nvme::possible_queues,
         name: "the CPU count",
     });
+    let mut b = [None; COUNT];
+    b[POLL_QUEUES] = cpus;
+    b[WRITE_QUEUES] = cpus;
     b
 };
 
@@ -198,6 +212,11 @@ pub(crate) fn io_queue_depth() -> u32 {
 
 pub(crate) fn poll_queues() -> u32 {
     PARAMS[POLL_QUEUES].get()
+}
+
+/// Queues (and vectors) for writes; reads get their own set (`HCTX_TYPE_READ`). 0: one set.
+pub(crate) fn write_queues() -> u32 {
+    PARAMS[WRITE_QUEUES].get()
 }
 
 pub(crate) fn sgl_threshold() -> u32 {

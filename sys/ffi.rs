@@ -274,6 +274,8 @@ extern "C" {
         max: c_uint,
         spread: bool,
         msi_ok: bool,
+        write_queues: c_uint,
+        read_queues: *mut c_uint,
     ) -> c_int;
     pub(crate) fn nva_pci_is_enabled(pdev: *mut pci_dev) -> bool;
     pub(crate) fn nva_pci_msix_enabled(pdev: *mut pci_dev) -> bool;

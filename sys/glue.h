@@ -186,7 +186,8 @@ void nva_vec_pool_destroy(mempool_t *pool);
 struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size, size_t align,
 				     int node);
 void *nva_dma_pool_alloc(struct dma_pool *pool, u64 *dma);
-int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok);
+int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok,
+			  unsigned int write_queues, unsigned int *read_queues);
 bool nva_pci_is_enabled(struct pci_dev *pdev);
 bool nva_pci_msix_enabled(struct pci_dev *pdev);
 bool nva_pci_channel_offline(struct pci_dev *pdev);

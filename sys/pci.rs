@@ -231,12 +231,42 @@ impl Function {
     }
 
     /// Allocates between 1 and `max` interrupt vectors (MSI-X, else MSI if `msi_ok`, else
-    /// INTx); with `spread`, vectors after the first get managed affinity over the CPUs.
-    pub(crate) fn alloc_irq_vectors(&self, max: u32, spread: bool, msi_ok: bool) -> Result<u32> {
-        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first).
-        let n = unsafe { ffi::nva_alloc_irq_vectors(self.raw(), max, spread, msi_ok) };
+    /// INTx), without affinity.
+    pub(crate) fn alloc_irq_vectors(&self, max: u32, msi_ok: bool) -> Result<u32> {
+        let mut read_queues = 0;
+        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first);
+        // `read_queues` is valid for writes.
+        let n = unsafe {
+            ffi::nva_alloc_irq_vectors(self.raw(), max, false, msi_ok, 0, &mut read_queues)
+        };
         to_result(n.min(0))?;
         Ok(n as u32)
+    }
+
+    /// The same for the I/O queues: vectors after the first get managed affinity over the CPUs,
+    /// in one set, or with `write_queues` in two (`nvme_calc_irq_sets`): that many for writes
+    /// and the rest for reads, at least one each. Returns the vectors and the read set's size
+    /// (0: one set).
+    pub(crate) fn alloc_queue_vectors(
+        &self,
+        max: u32,
+        msi_ok: bool,
+        write_queues: u32,
+    ) -> Result<(u32, u32)> {
+        let mut read_queues = 0;
+        // SAFETY: As above.
+        let n = unsafe {
+            ffi::nva_alloc_irq_vectors(
+                self.raw(),
+                max,
+                true,
+                msi_ok,
+                write_queues,
+                &mut read_queues,
+            )
+        };
+        to_result(n.min(0))?;
+        Ok((n as u32, read_queues))
     }
 
     /// The Linux interrupt number of vector `index`.
