@@ -235,12 +235,28 @@ aer_recovers() {
     echo "non-fatal error at the root port recovered under verify, $c live"
 }
 
+# queue_maps CTRL DISK: blk-mq's hardware queues of DISK (hN:TYPE:CPUS), the CPUs of each I/O
+# vector of controller CTRL (qN:CPUS, its managed affinity), on one line.
+queue_maps() {
+    for h in $(ls -v "/sys/kernel/debug/block/$2" | grep '^hctx'); do
+        n=${h#hctx}
+        printf 'h%s:%s:%s ' "$n" "$(cat "/sys/kernel/debug/block/$2/$h/type")" "$(tr -d ' ' <"/sys/block/$2/mq/$n/cpu_list")"
+    done
+    awk -v c="$1" '$NF ~ "^" c "q[1-9][0-9]*$" { sub(":", "", $1); print $1, substr($NF, length(c) + 1) }' /proc/interrupts |
+        sort -k2V | while read -r irq q; do
+            printf '%s:%s ' "$q" "$(cat "/proc/irq/$irq/smp_affinity_list")"
+        done
+}
+
 # queue_layout DRIVER STEP...: binds the file controller to DRIVER (nvme or nvme_adaptive) with
 # the first STEP's parameters, then for each further STEP sets them and resets the controller. A
-# STEP is POLL_QUEUES:IO_QUEUE_DEPTH. Prints one line per state: the "default/read/poll queues"
-# line, blk-mq's hardware queues, nvme-core's sqsize and each Create I/O Submission Queue
-# command sent (queue:size, 0's based, from nvme-core's nvme_setup_cmd tracepoint); and runs
-# verified I/O, polled (io_uring hipri) when there is a poll queue.
+# STEP is POLL_QUEUES:IO_QUEUE_DEPTH[:WRITE_QUEUES] (write_queues 0 if left out). Prints one
+# line per state: the "default/read/poll queues" line, blk-mq's hardware queues (their number,
+# then queue_maps), where verified I/O went (reads=QIDS writes=QIDS: the queues of the Read and
+# Write commands of a write+verify job on each CPU, polled, io_uring hipri, when there is a
+# poll queue), nvme-core's sqsize and each Create I/O Submission Queue command sent
+# (queue:size, 0's based). Queues and commands are seen through nvme-core's nvme_setup_cmd
+# tracepoint, which both drivers go through.
 queue_layout() {
     drv=$1
     shift
@@ -252,8 +268,10 @@ queue_layout() {
     nvme-bind "$CTRL_FILE" none >/dev/null || fail "cannot release $CTRL_FILE"
     first=1
     for step in "$@"; do
-        echo "${step%:*}" >"$dir/poll_queues" || fail "$drv refused poll_queues=${step%:*}"
-        echo "${step#*:}" >"$dir/io_queue_depth" || fail "$drv refused io_queue_depth=${step#*:}"
+        IFS=: read -r poll depth write <<<"$step"
+        echo "$poll" >"$dir/poll_queues" || fail "$drv refused poll_queues=$poll"
+        echo "$depth" >"$dir/io_queue_depth" || fail "$drv refused io_queue_depth=$depth"
+        echo "${write:-0}" >"$dir/write_queues" || fail "$drv refused write_queues=${write:-0}"
         lines=$(dmesg_count "default/read/poll queues")
         trace_start nvme/nvme_setup_cmd "qid == 0 && opcode == 1"
         if [ $first = 1 ]; then
@@ -272,12 +290,20 @@ queue_layout() {
         layout=$(dmesg | grep "$ctrl: .*default/read/poll queues" | tail -n 1 | sed 's/.*: \([0-9/]*\) default.*/\1/')
         sqs=$(sed -n "s/.* $ctrl: .*nvme_admin_create_sq sqid=\([0-9]*\), qsize=\([0-9]*\),.*/\1:\2/p" $TRACING/trace |
             sort -n | tr '\n' ' ')
-        echo "$step: $layout mq=$(ls "/sys/block/$disk/mq" | wc -l) sqsize=$(cat "/sys/class/nvme/$ctrl/sqsize") sq=${sqs% }"
+        maps=$(queue_maps "$ctrl" "$disk")
         hipri=0
         [ "${layout##*/}" -gt 0 ] && hipri=1
+        trace_start nvme/nvme_setup_cmd "qid != 0"
         run_fio --name=layout --filename="/dev/$disk" --direct=1 --ioengine=io_uring --hipri=$hipri \
-            --rw=randwrite --bs=4k --iodepth=8 --size=1m --verify=crc32c --do_verify=1 --verify_fatal=1 >&2 ||
-            fail "$drv, $step: verified I/O (hipri=$hipri) failed"
+            --rw=randwrite --bs=4k --iodepth=8 --size=1m --offset_increment=4m --numjobs=2 \
+            --cpus_allowed=0,1 --cpus_allowed_policy=split --verify=crc32c --verify_backlog=16 \
+            --do_verify=1 --verify_fatal=1 >&2 || { trace_stop nvme/nvme_setup_cmd; fail "$drv, $step: verified I/O (hipri=$hipri) failed"; }
+        trace_stop nvme/nvme_setup_cmd
+        went=$(for op in read write; do
+            printf '%ss=%s ' $op "$(sed -n "s/.* $ctrl: .*qid=\([0-9]*\),.*cmd=(nvme_cmd_$op .*/\1/p" $TRACING/trace |
+                sort -nu | paste -sd,)"
+        done)
+        echo "$step: $layout mq=$(ls "/sys/block/$disk/mq" | wc -l) ${maps}${went}sqsize=$(cat "/sys/class/nvme/$ctrl/sqsize") sq=${sqs% }"
     done
 }
 
