@@ -30,14 +30,18 @@ runtime_writes() {
     [ "$(dmesg_count "$want")" -gt "$before" ] || fail "no message for the refused write"
     (echo abc >$PARAMS/target_batch) 2>/dev/null && fail "non-number accepted"
     # The queue layout's parameters are writable too, as pci.c's (they apply at the next reset),
-    # poll_queues up to the CPU count.
+    # poll_queues and write_queues up to the CPU count.
     cpus=$(possible_cpus)
     want="invalid poll_queues=.*must be 0 to $cpus (queues)"
     before=$(dmesg_count "$want")
     (echo $((cpus + 1)) >$PARAMS/poll_queues) 2>/dev/null && fail "poll_queues=$((cpus + 1)) accepted with $cpus CPUs"
     [ "$(dmesg_count "$want")" -gt "$before" ] || fail "no message naming poll_queues and 0 to $cpus"
     (echo 4096 >$PARAMS/io_queue_depth) 2>/dev/null && fail "io_queue_depth=4096 accepted"
-    set_params poll_queues="$cpus" io_queue_depth=2 poll_queues=1 io_queue_depth=64
+    want="invalid write_queues=.*must be 0 to $cpus (queues)"
+    before=$(dmesg_count "$want")
+    (echo $((cpus + 1)) >$PARAMS/write_queues) 2>/dev/null && fail "write_queues=$((cpus + 1)) accepted with $cpus CPUs"
+    [ "$(dmesg_count "$want")" -gt "$before" ] || fail "no message naming write_queues and 0 to $cpus"
+    set_params poll_queues="$cpus" io_queue_depth=2 write_queues="$cpus" poll_queues=1 io_queue_depth=64 write_queues=0
 }
 
 # The number of possible CPUs (blk_mq_num_possible_queues(0), the largest poll_queues).
@@ -314,7 +318,17 @@ queue_layout() {
 # queues allocated afterwards, those kept keep theirs. Bound with as many poll queues as CPUs
 # (the most accepted), every poll queue has a CPU and resets keep them.
 queue_params_at_reset() {
-    for steps in "0:1024 1:1024" "1:64 2:32 0:32 1:32 1:128" "2:64 2:64 1:64 2:64"; do
+    same_layouts "0:1024 1:1024" "1:64 2:32 0:32 1:32 1:128" "2:64 2:64 1:64 2:64"
+    # Not the same by standing still: the poll queues and the depth did change.
+    grep -q "^2:32: 1/0/2 .*sqsize=31 " /tmp/layouts && grep -q "^1:32: 2/0/1 .* 3:31$" /tmp/layouts &&
+        grep -q "^1:128: .*sqsize=127 " /tmp/layouts && [ "$(grep -c "^2:64: 2/0/2 mq=4 " /tmp/layouts)" = 3 ] || fail "unexpected layouts: $(tr '\n' ';' </tmp/layouts)"
+    layout_params_back
+}
+
+# same_layouts SEQUENCE...: queue_layout through each SEQUENCE (its steps, as one word) with
+# each driver; fails unless every state of ours is stock's. Writes ours to /tmp/layouts.
+same_layouts() {
+    for steps in "$@"; do
         # shellcheck disable=SC2086 # the steps are words
         ours=$(queue_layout nvme_adaptive $steps 2>&1) || fail "nvme_adaptive: $(echo "$ours" | tail -n 2)"
         # shellcheck disable=SC2086
@@ -322,14 +336,35 @@ queue_params_at_reset() {
         [ "$ours" = "$stock" ] || fail "nvme_adaptive: $(echo $ours) / nvme: $(echo $stock)"
         echo "$ours"
     done >/tmp/layouts
-    # Not the same by standing still: the poll queues and the depth did change.
-    grep -q "^2:32: 1/0/2 .*sqsize=31 " /tmp/layouts && grep -q "^1:32: 2/0/1 .* 3:31$" /tmp/layouts &&
-        grep -q "^1:128: .*sqsize=127 " /tmp/layouts && [ "$(grep -c "^2:64: 2/0/2 mq=4 " /tmp/layouts)" = 3 ] || fail "unexpected layouts: $(tr '\n' ';' </tmp/layouts)"
+}
+
+# Puts both drivers' queue parameters back (stock's defaults, ours as loaded by accepts-valid)
+# and the file controller on ours; prints the layouts.
+layout_params_back() {
     echo 0 >/sys/module/nvme/parameters/poll_queues
+    echo 0 >/sys/module/nvme/parameters/write_queues
     echo 1024 >/sys/module/nvme/parameters/io_queue_depth
-    set_params poll_queues=1 io_queue_depth=64
+    set_params poll_queues=1 io_queue_depth=64 write_queues=0
     to_adaptive "$CTRL_FILE" || fail "cannot bind $CTRL_FILE back"
     tr '\n' ';' </tmp/layouts
+}
+
+# write_queues changed at runtime takes effect at the next controller reset, as with the stock
+# driver: reads and writes get queue sets of their own (the read map, HCTX_TYPE_READ), each set
+# with its own vectors spread over the CPUs, and every state (maps, the vectors' CPUs, the
+# queues each CPU's reads and writes went to) is stock's with the same parameters. Bound with
+# one write queue, then two, none, one again; bound with a poll queue and write queues; bound
+# without write queues, where the tag set has no read map and a later write_queues changes
+# nothing.
+write_queues_at_reset() {
+    same_layouts "0:64:1 0:64:2 0:64:0 0:64:1" "1:64:1 1:64:2" "0:64:0 0:64:1"
+    # Not the same by standing still: reads and writes did part, and come together again.
+    grep -q "^0:64:1: 1/2/0 mq=3 h0:default:0,1 h1:read:[01] h2:read:[01] q1:0-1 q2:[01] q3:[01] reads=2,3 writes=1 " /tmp/layouts &&
+        grep -q "^0:64:2: 2/1/0 mq=3 h0:default:[01] h1:default:[01] h2:read:0,1 q1:[01] q2:[01] q3:0-1 reads=3 writes=1,2 " /tmp/layouts &&
+        grep -q "^0:64:0: 2/0/0 mq=2 h0:default:[01] h1:default:[01] q1:[01] q2:[01] reads=1,2 writes=1,2 " /tmp/layouts &&
+        grep -q "^1:64:1: 1/2/1 mq=4 " /tmp/layouts && grep -q "^1:64:2: 2/1/1 mq=4 " /tmp/layouts &&
+        [ "$(grep -c "^0:64:1: 2/0/0 " /tmp/layouts)" = 1 ] || fail "unexpected layouts: $(tr '\n' ';' </tmp/layouts)"
+    layout_params_back
 }
 
 check rejects-max-delay rejected_at_load max_delay_us=0 "5 to 100000 (us)"
@@ -337,6 +372,7 @@ check rejects-queue-depth rejected_at_load io_queue_depth=5000 "2 to 4095 (entri
 check rejects-adaptive rejected_at_load adaptive=2 "0 to 1 (bool)"
 check rejects-garbage rejected_at_load sample_size=many "8 to 65536 (completions)"
 check rejects-poll-queues rejected_at_load poll_queues=$(($(possible_cpus) + 1)) "0 to $(possible_cpus) (queues)"
+check rejects-write-queues rejected_at_load write_queues=$(($(possible_cpus) + 1)) "0 to $(possible_cpus) (queues)"
 check accepts-valid accepted_at_load
 check runtime-writes runtime_writes
 check lost-completion-recovers lost_completion_recovers
@@ -345,4 +381,5 @@ check lost-queues-come-back lost_queues_come_back
 check poll-queue-hipri poll_queue_serves_hipri
 check aer-recovers aer_recovers
 check queue-params-at-reset queue_params_at_reset
+check write-queues-at-reset write_queues_at_reset
 check dead-controller-fails-io dead_controller_fails_io
