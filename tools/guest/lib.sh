@@ -302,6 +302,17 @@ udev_gone() {
     ! pgrep -x systemd-udevd && ! pgrep -x '\(udev-worker\)'
 }
 
+# verify_from_both_cpus DISK FIO_OPTION...: write+verify on DISK, a job pinned to each CPU on
+# 8 MiB of its own, with the block sizes and queue depth the options give.
+verify_from_both_cpus() {
+    local disk=$1
+    shift
+    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
+        --rw=randwrite --numjobs=2 --cpus_allowed=0-1 \
+        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
+        --do_verify=1 --verify_fatal=1 --randrepeat=0 "$@"
+}
+
 # Runs fio with a time limit; fails unless it completes with no I/O or verify error.
 FIO_OUT=/tmp/fio.out
 run_fio() {

@@ -13,10 +13,7 @@ intx_only() {
     echo "$line" | grep -q -- '-fasteoi\|IO-APIC' || fail "${ctrl}q0 is not on an INTx line: $line"
     echo "$line" | grep -q "${ctrl}q1" || fail "${ctrl}q1 does not share ${ctrl}q0's line: $line"
     set_params $FORCE_POLLING
-    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
-        --rw=randwrite --bs=4k --iodepth=32 --numjobs=2 --cpus_allowed=0-1 \
-        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
-        --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "verify failed"
+    verify_from_both_cpus "$disk" --bs=4k --iodepth=32 || fail "verify failed"
     episodes=$(stat_sum "$ctrl" episodes)
     [ "$episodes" = 0 ] || fail "$episodes poll episodes on a shared INTx line"
     nvme-bind "$CTRL_FILE" none >/dev/null || fail "cannot release the controller"

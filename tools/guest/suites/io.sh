@@ -195,10 +195,7 @@ single_vector() {
             if (n == 2) found = 1
         } END { exit !found }' /proc/interrupts ||
         fail "${ctrl}q0 and ${ctrl}q1 not on one line: $(grep "${ctrl}q" /proc/interrupts | tr -s ' ')"
-    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
-        --rw=randwrite --bs=4k --iodepth=16 --numjobs=2 --cpus_allowed=0-1 \
-        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
-        --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "verify failed"
+    verify_from_both_cpus "$disk" --bs=4k --iodepth=16 || fail "verify failed"
     nvme-bind "$CTRL_ONEVEC" none >/dev/null || fail "cannot release the controller"
     echo "${ctrl}q0 and ${ctrl}q1 on one line, I/O verified"
 }
@@ -230,10 +227,7 @@ cmb_as_stock() {
     [ "$ours_warned" = "$stock_warned" ] ||
         fail "'failed to register the CMB' logged $ours_warned times by nvme_adaptive, $stock_warned by nvme"
     disk=$(disk_of "$CTRL_CMB" 1)
-    run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
-        --rw=randwrite --bs=4k --iodepth=16 --numjobs=2 --cpus_allowed=0-1 \
-        --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
-        --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "verify failed"
+    verify_from_both_cpus "$disk" --bs=4k --iodepth=16 || fail "verify failed"
     nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
     echo "$(echo $ours), registration warnings $ours_warned, I/O verified"
 }

@@ -15,10 +15,7 @@ pools_per_node() {
             fail "cannot bind $CTRL_FILE to $drv"
         disk=$(disk_of "$CTRL_FILE" 1) || fail "$drv: no disk"
         # 8 to 128 KiB: PRP lists from both pools (SGLs where the controller takes them).
-        run_fio --name=verify --filename="/dev/$disk" --direct=1 --ioengine=io_uring \
-            --rw=randwrite --bsrange=8k-128k --iodepth=8 --numjobs=2 --cpus_allowed=0-1 \
-            --cpus_allowed_policy=split --size=8m --offset_increment=16m --verify=crc32c \
-            --do_verify=1 --verify_fatal=1 --randrepeat=0 || fail "$drv: verify failed"
+        verify_from_both_cpus "$disk" --bsrange=8k-128k --iodepth=8 || fail "$drv: verify failed"
         sets=$(pool_sets "$CTRL_FILE" "$drv") || fail "$drv: no descriptor pools"
         [ "$sets" = 2 ] || fail "$drv: $sets descriptor pool sets for two nodes"
     done
