@@ -212,35 +212,13 @@ struct Shadow {
     index: usize,
 }
 
-/// Where a submission queue's ring is: host memory, or the controller's own memory (its CMB,
-/// as peer-to-peer memory).
-enum SqRing {
-    Host(Coherent<[Command]>),
-    Cmb(P2pArray<Command>),
-}
-
-impl SqRing {
-    fn dma_address(&self) -> u64 {
-        match self {
-            Self::Host(ring) => ring.dma_address(),
-            Self::Cmb(ring) => ring.bus_address(),
-        }
-    }
-
-    #[inline]
-    fn write(&mut self, slot: usize, cmd: &Command) -> Result {
-        match self {
-            Self::Host(ring) => {
-                io_project!(ring, [try: slot]).copy_write(*cmd);
-                Ok(())
-            }
-            Self::Cmb(ring) => ring.write(slot, *cmd),
-        }
-    }
-}
-
 struct Sq {
-    ring: Option<SqRing>,
+    /// The ring in host memory, or none: then in `cmb_ring`, or no ring at all. Two fields, not
+    /// one of two kinds: a command's copy checks the host ring as it always did and reaches the
+    /// CMB only without one, so a queue in host memory pays nothing for the CMB.
+    ring: Option<Coherent<[Command]>>,
+    /// The ring in the controller's memory buffer (peer-to-peer memory), with `use_cmb_sqes`.
+    cmb_ring: Option<P2pArray<Command>>,
     /// Ring entries per command: 2 for controllers with 128-byte entries.
     slots_per_entry: usize,
     depth: u16,
@@ -353,6 +331,7 @@ impl Queue {
                 hw,
                 sq <- new_spinlock!(Sq {
                     ring: None,
+                    cmb_ring: None,
                     slots_per_entry: 1,
                     depth: 0,
                     tail: 0,
@@ -414,14 +393,15 @@ impl Queue {
         let in_cmb = sq_in_cmb
             .then(|| P2pArray::alloc(&self.hw.pci, entries))
             .flatten();
-        let sq_ring = match in_cmb {
-            Some(ring) => SqRing::Cmb(ring),
-            None => SqRing::Host(Coherent::<Command>::zeroed_slice(dev, entries, GFP_KERNEL)?),
+        let host_ring = match in_cmb {
+            Some(_) => None,
+            None => Some(Coherent::<Command>::zeroed_slice(dev, entries, GFP_KERNEL)?),
         };
         let cq_ring = Coherent::<Completion>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
         {
             let mut sq = self.sq.lock();
-            sq.ring = Some(sq_ring);
+            sq.ring = host_ring;
+            sq.cmb_ring = in_cmb;
             sq.slots_per_entry = slots;
             sq.depth = depth;
         }
@@ -432,7 +412,8 @@ impl Queue {
     }
 
     pub(crate) fn has_rings(&self) -> bool {
-        self.sq.lock().ring.is_some()
+        let sq = self.sq.lock();
+        sq.ring.is_some() || sq.cmb_ring.is_some()
     }
 
     /// Frees the rings (and the shadow doorbell slots): the controller no longer uses them.
@@ -440,7 +421,7 @@ impl Queue {
         // Taken out under the locks, freed after them: freeing DMA memory needs interrupts on.
         let sq = {
             let mut sq = self.sq.lock();
-            (sq.shadow.take(), sq.ring.take())
+            (sq.shadow.take(), sq.ring.take(), sq.cmb_ring.take())
         };
         let cq = {
             let mut cq = self.cq.lock();
@@ -455,7 +436,11 @@ impl Queue {
 
     /// The rings' bus addresses, for Create I/O CQ/SQ or the admin queue registers.
     pub(crate) fn ring_dma(&self) -> Option<(u64, u64)> {
-        let sq = self.sq.lock().ring.as_ref().map(SqRing::dma_address)?;
+        let sq = {
+            let sq = self.sq.lock();
+            let host = sq.ring.as_ref().map(Coherent::dma_address);
+            host.or_else(|| sq.cmb_ring.as_ref().map(P2pArray::bus_address))?
+        };
         let cq = self.cq.lock().ring.as_ref().map(Coherent::dma_address)?;
         Some((sq, cq))
     }
@@ -799,10 +784,20 @@ impl Queue {
     #[inline]
     fn copy_command(&self, sq: &mut Sq, cmd: &Command) -> Result<(), Status> {
         let slot = usize::from(sq.tail) * sq.slots_per_entry;
-        let ring = sq.ring.as_mut().ok_or_else(Status::ioerr)?;
-        ring.write(slot, cmd).map_err(|_| Status::ioerr())?;
+        let written = match (sq.ring.as_ref(), sq.cmb_ring.as_mut()) {
+            (Some(ring), _) => Self::write_slot(ring, slot, cmd),
+            (None, Some(cmb)) => cmb.write(slot, *cmd),
+            (None, None) => Err(EIO),
+        };
+        written.map_err(|_| Status::ioerr())?;
         sq.tail = next(sq.tail, sq.depth);
         self.tail_seen.store(sq.tail as i16, Relaxed);
+        Ok(())
+    }
+
+    #[inline]
+    fn write_slot(ring: &Coherent<[Command]>, slot: usize, cmd: &Command) -> Result {
+        io_project!(ring, [try: slot]).copy_write(*cmd);
         Ok(())
     }
 
