@@ -343,11 +343,10 @@ impl DmaPool {
         node: Node,
     ) -> Result<Self> {
         let origin = Origin::new_pool(size / 8)?;
-        let node = node.index() as i32;
+        let (name, node) = (name.as_char_ptr(), node.index() as i32);
         // SAFETY: `f` is a bound device; `name` is a static string; `node` is a node the
         // kernel knows.
-        let pool =
-            unsafe { ffi::nva_dma_pool_create(name.as_char_ptr(), f.raw(), size, align, node) };
+        let pool = unsafe { ffi::nva_dma_pool_create(name, f.raw(), size, align, node) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
             origin,

@@ -233,14 +233,7 @@ impl Function {
     /// Allocates between 1 and `max` interrupt vectors (MSI-X, else MSI if `msi_ok`, else
     /// INTx), without affinity.
     pub(crate) fn alloc_irq_vectors(&self, max: u32, msi_ok: bool) -> Result<u32> {
-        let mut read_queues = 0;
-        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first);
-        // `read_queues` is valid for writes.
-        let n = unsafe {
-            ffi::nva_alloc_irq_vectors(self.raw(), max, false, msi_ok, 0, &mut read_queues)
-        };
-        to_result(n.min(0))?;
-        Ok(n as u32)
+        self.alloc_vectors(max, false, msi_ok, 0).map(|(n, _)| n)
     }
 
     /// The same for the I/O queues: vectors after the first get managed affinity over the CPUs,
@@ -253,13 +246,24 @@ impl Function {
         msi_ok: bool,
         write_queues: u32,
     ) -> Result<(u32, u32)> {
+        self.alloc_vectors(max, true, msi_ok, write_queues)
+    }
+
+    fn alloc_vectors(
+        &self,
+        max: u32,
+        spread: bool,
+        msi_ok: bool,
+        write_queues: u32,
+    ) -> Result<(u32, u32)> {
         let mut read_queues = 0;
-        // SAFETY: As above.
+        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first);
+        // `read_queues` is valid for writes.
         let n = unsafe {
             ffi::nva_alloc_irq_vectors(
                 self.raw(),
                 max,
-                true,
+                spread,
                 msi_ok,
                 write_queues,
                 &mut read_queues,
