@@ -773,24 +773,21 @@ impl Controller {
         let units = (hm.size / HOST_MEMORY_UNIT) as u32;
         let cmd = Command::set_host_memory(bits, units, descs, hm.chunks.len() as u32);
         let result = core.submit_sync(&cmd);
-        match result {
+        let err = match result {
             Ok(0) => {
                 hm.enabled = bits & hmb::ENABLE != 0;
                 core.set_hmb_enabled(hm.enabled);
+                return result;
             }
-            Ok(status) => dev_warn!(
-                core.device(),
-                "failed to set host mem (err {}, flags {:#x}).\n",
-                status,
-                bits
-            ),
-            Err(e) => dev_warn!(
-                core.device(),
-                "failed to set host mem (err {}, flags {:#x}).\n",
-                e.to_errno(),
-                bits
-            ),
-        }
+            Ok(status) => status as i32,
+            Err(e) => e.to_errno(),
+        };
+        dev_warn!(
+            core.device(),
+            "failed to set host mem (err {}, flags {:#x}).\n",
+            err,
+            bits
+        );
         result
     }
 
