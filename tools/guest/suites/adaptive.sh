@@ -222,6 +222,13 @@ runtime_switch() {
     [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
 }
 
+# Stops the load start_polling_load started once its disk is gone: fio would otherwise keep
+# pacing its failed reads until the run's nominal length (100 s for 100000 reads).
+stop_load() {
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+}
+
 # Unbinding while the polling queue's CPU goes offline and back, five times: the CPU-hotplug
 # callbacks stay until the queues are disabled, so every episode ends before its CPU takes the
 # vector down (an unmask after that would be a kernel warning, which fails the run).
@@ -233,7 +240,7 @@ unbind_while_cpu_cycles() {
     cycler=$!
     unbind_adaptive "$CTRL_LAT" || { wait $cycler; fail "unbind hung"; }
     wait $cycler
-    wait $pid 2>/dev/null
+    stop_load
     [ "$(cat $online)" = 1 ] || fail "CPU 1 stayed offline"
     to_adaptive "$CTRL_LAT" || fail "rebind failed"
 }
@@ -242,7 +249,7 @@ unbind_while_polling() {
     lat || return 1
     start_polling_load 100000
     unbind_adaptive "$CTRL_LAT" || fail "unbind hung"
-    wait $pid 2>/dev/null
+    stop_load
     ! grep -q "${LAT_CTRL}q" /proc/interrupts || fail "interrupts left after unbind"
     # Bind again, poll, and unload the module right after the load stops.
     to_adaptive "$CTRL_LAT" || fail "rebind failed"
