@@ -207,11 +207,16 @@ cmb_attributes() {
     for a in cmb cmbloc cmbsz; do
         echo "$a: $(tr '\n' ' ' <"/sys/class/nvme/$ctrl/$a")" || return 1
     done
+    p2p=/sys/bus/pci/devices/$CTRL_CMB/p2pmem
+    echo "p2pmem: $(cat $p2p/size) bytes, $(cat $p2p/available) available, published $(cat $p2p/published)"
 }
 
 # The controller with a CMB, bound to each driver in turn: sysfs shows cmb, cmbloc and cmbsz with
-# the same contents, each driver registers the CMB as peer-to-peer memory or warns that it cannot
-# (without CONFIG_PCI_P2PDMA) alike, and write+verify passes on ours.
+# the same contents, each driver registers the CMB as peer-to-peer memory, and with use_cmb_sqes
+# (on by default) takes the same share of it for its submission queues (p2pmem's available
+# bytes, which the SQs' allocations lower), and write+verify passes on ours: its queues' commands
+# are written into the device's BAR. The test kernels have CONFIG_PCI_P2PDMA; without it both
+# drivers warn that the CMB cannot be registered, and the SQs stay in host memory.
 cmb_as_stock() {
     # Released first, so that each driver probes it here (the stock driver took it at load).
     nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
@@ -223,6 +228,8 @@ cmb_as_stock() {
     ours=$(cmb_attributes) || fail "nvme_adaptive: no CMB attributes: $ours"
     ours_warned=$(($(dmesg_count 'failed to register the CMB') - warned - stock_warned))
     echo "$stock" | grep -q '^cmbsz: 0 ' && fail "nvme: no CMB: $(echo $stock)"
+    set -- $(echo "$stock" | sed -n 's/^p2pmem: \([0-9]*\) bytes, \([0-9]*\) available.*/\1 \2/p')
+    [ $# = 2 ] && [ "$2" -lt "$1" ] || fail "nvme: no SQs in the CMB: $(echo $stock)"
     [ "$ours" = "$stock" ] || fail "nvme_adaptive: $(echo $ours) / nvme: $(echo $stock)"
     [ "$ours_warned" = "$stock_warned" ] ||
         fail "'failed to register the CMB' logged $ours_warned times by nvme_adaptive, $stock_warned by nvme"
