@@ -4,10 +4,11 @@
 # flash): the throttled slow controller (2000 commands/s on the plain kernel: ~16 ms at QD 32)
 # and a fixed 20 ms one, an open-loop stream on the 20 ms one polls, sparse queues stay on
 # interrupts on both, every queue returns to interrupts when the load stops, data stays intact
-# through hundreds of switches, and teardown while polling is clean, also while the queue's CPU
-# goes offline. tools/test runs this suite on the plain kernel: on the debug kernel the guest's
-# CPU, not the device, limits the queue (about 210 I/Os a second at QD 32 on the 20 ms device),
-# too sparse for a poll of at most 10 ms to collect a batch.
+# through hundreds of switches, a write queue and a read queue poll each on their own, and
+# teardown while polling is clean, also while the queue's CPU goes offline. tools/test runs this
+# suite on the plain kernel: on the debug kernel the guest's CPU, not the device, limits the
+# queue (about 210 I/Os a second at QD 32 on the 20 ms device), too sparse for a poll of at most
+# 10 ms to collect a batch.
 
 # Hard interrupts taken by the I/O vectors of controller CTRL (not the admin queue).
 vector_irqs() {
@@ -222,6 +223,77 @@ runtime_switch() {
     [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
 }
 
+# queue_of_type DISK TYPE CPU: the queue (qN) of DISK's hardware context of TYPE (default or
+# read) that serves CPU.
+queue_of_type() {
+    for m in /sys/block/"$1"/mq/*; do
+        [ "$(cat "/sys/kernel/debug/block/$1/hctx${m##*/}/type")" = "$2" ] || continue
+        case ",$(tr -d ' ' <"$m/cpu_list")," in
+            *",$3,"*) echo "q$((${m##*/} + 1))"; return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# Poll episodes of each queue of the 20 ms controller ("qN=EPISODES ...").
+episodes_by_queue() {
+    for q in $(queue_files "$LAT_CTRL"); do
+        qget "$q" episodes && printf '%s=%s ' "${q##*/}" "$REPLY"
+    done
+}
+
+# Poll episodes of queue $2 in an episodes_by_queue line $1.
+episodes_of() {
+    for kv in $1; do
+        [ "${kv%%=*}" = "$2" ] && { echo "${kv#*=}"; return 0; }
+    done
+    echo 0
+}
+
+# rebind_lat: the 20 ms controller probed again by ours, with the parameters as they are now
+# (a reset keeps the tag set, and so whether it has a read map).
+rebind_lat() {
+    nvme-bind "$CTRL_LAT" none >/dev/null && to_adaptive "$CTRL_LAT" && wait_for 60 disk_of "$CTRL_LAT" 1
+}
+
+# With write_queues=1 the 20 ms controller, probed again, has one write queue beside a read
+# queue per CPU (pci.c's layout), and each polls on its own: the open-loop dense load of writes
+# from CPU 1 starts episodes on the write queue and none on a read queue, then the same load of
+# reads starts them on CPU 1's read queue and none on the idle write queue; every queue is back
+# on interrupts when its load stops.
+write_queue_polls_alone() {
+    set_params write_queues=1
+    rebind_lat || { set_params write_queues=0; fail "rebind with write_queues=1 failed"; }
+    set_params write_queues=0
+    lat || return 1
+    w=$(queue_of_type "$LAT_DISK" default 1) && r=$(queue_of_type "$LAT_DISK" read 1) ||
+        fail "no write and read queue for CPU 1: $(grep . /sys/kernel/debug/block/$LAT_DISK/hctx*/type | tr '\n' ' ')"
+    n=$(queue_files "$LAT_CTRL" | grep -vc '/q0$')
+    [ "$n" = 3 ] || fail "$n I/O queues with write_queues=1 on 2 CPUs"
+    for rw in randwrite randread; do
+        before=$(episodes_by_queue)
+        dense_job "$LAT_DISK" 4000
+        run_fio --name=$rw "${JOB[@]}" --rw=$rw --group_reporting || return 1
+        after=$(episodes_by_queue)
+        within 10 all_on_interrupts "$LAT_CTRL" || fail "$rw: still polling after the load stopped: $(poll_state)"
+        if [ $rw = randwrite ]; then busy=$w; else busy=$r; fi
+        for kv in $after; do
+            q=${kv%%=*} e=$((${kv#*=} - $(episodes_of "$before" "$q")))
+            if [ "$q" = "$busy" ]; then
+                [ "$e" -gt 0 ] || fail "$rw: no episode on $q, which served it: $(poll_state)"
+                msg="${msg:+$msg, }$rw: $e episodes on $q"
+            else
+                [ "$e" = 0 ] || fail "$rw: $e episodes on $q, which it did not use (on $busy): $(poll_state)"
+            fi
+        done
+    done
+    rebind_lat || fail "rebind with write_queues=0 failed"
+    lat || return 1
+    n=$(queue_files "$LAT_CTRL" | grep -vc '/q0$')
+    [ "$n" = 2 ] || fail "$n I/O queues after write_queues=0 and a rebind"
+    echo "$msg, none on the other queues"
+}
+
 # Stops the load start_polling_load started once its disk is gone: fio would otherwise keep
 # pacing its failed reads until the run's nominal length (100 s for 100000 reads).
 stop_load() {
@@ -312,6 +384,7 @@ check sparse-queue-stays-at-20ms sparse_queue_stays_at_20ms
 check back-on-interrupts back_on_interrupts
 check verify-through-switches verify_through_switches
 check runtime-switch runtime_switch
+check write-queue-polls-alone write_queue_polls_alone
 check unbind-while-cpu-cycles unbind_while_cpu_cycles
 check unbind-while-polling unbind_while_polling
 check threaded-interrupts threaded_interrupts
