@@ -5,8 +5,8 @@
 //! (`nvme_adaptive.rs`, `queue.rs`, ...) implements [`Transport`] and never sees a raw pointer.
 //!
 //! `glue.c` holds what Rust cannot reach (nvme-core's private header, static inline helpers)
-//! and the C ops tables; `ffi.rs` declares it; `entry.rs` turns the C callbacks into calls of
-//! [`Transport`] methods; the other files wrap one kernel facility each.
+//! and the C ops tables; `ffi.rs` has bindgen's declarations of `glue.h`; `entry.rs` turns the C
+//! callbacks into calls of [`Transport`] methods; the other files wrap one kernel facility each.
 
 pub(crate) mod blk;
 pub(crate) mod cpu;

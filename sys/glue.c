@@ -6,7 +6,7 @@
  * controller ops, blk-mq ops) whose entries forward to Rust. No driver logic lives here: every
  * decision is made in Rust, which reaches this file only through sys/ffi.rs.
  *
- * The entries named nva_rust_* are implemented in Rust (sys/entry.rs).
+ * The entries named nva_rust_* are implemented in Rust (sys/entry.rs), declared in glue.h.
  */
 
 #include <linux/acpi.h>
@@ -78,51 +78,6 @@ struct nva_iod {
 	bool aborted;
 	u64 rust[];
 };
-
-/* One mapped DMA range, as the iterators hand them out. */
-struct nva_dma_seg {
-	u64 addr;
-	u32 len;
-	u8 status;
-	/* enum pci_p2pdma_map_type of the mapping. */
-	u8 p2p;
-};
-
-/* Implemented in Rust. */
-int nva_rust_probe(struct pci_dev *pdev, unsigned long quirks);
-void nva_rust_remove(void *t);
-void nva_rust_shutdown(void *t);
-unsigned int nva_rust_error_detected(void *t, unsigned int state);
-unsigned int nva_rust_slot_reset(void *t);
-void nva_rust_error_resume(void *t);
-void nva_rust_reset_prepare(void *t);
-void nva_rust_reset_done(void *t);
-int nva_rust_suspend(void *t);
-int nva_rust_resume(void *t);
-int nva_rust_simple_suspend(void *t);
-int nva_rust_simple_resume(void *t);
-int nva_rust_reg_read32(void *t, u32 off, u32 *val);
-int nva_rust_reg_write32(void *t, u32 off, u32 val);
-int nva_rust_reg_read64(void *t, u32 off, u64 *val);
-void nva_rust_free_ctrl(void *t);
-void nva_rust_submit_async_event(void *t);
-int nva_rust_subsystem_reset(void *t);
-unsigned long nva_rust_virt_boundary(void *t, bool is_admin);
-void nva_rust_reset_work(void *t);
-void *nva_rust_init_hctx(void *t, unsigned int qid, struct blk_mq_tags *tags, int numa_node);
-blk_status_t nva_rust_queue_rq(void *q, struct request *rq, bool last);
-void nva_rust_queue_rqs(struct rq_list *rqlist);
-void nva_rust_commit_rqs(void *q);
-void nva_rust_complete_rq(struct request *rq);
-bool nva_rust_timeout(void *q, struct request *rq);
-int nva_rust_poll(void *q, struct io_comp_batch *iob);
-void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
-void nva_rust_abort_done(void *t, u16 status);
-void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
-void nva_rust_init_request(struct request *rq);
-void nva_rust_cpu_going_down(void *t, unsigned int cpu);
-void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
-int nva_rust_set_host_memory(void *t, bool enable);
 
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
