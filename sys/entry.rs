@@ -404,6 +404,13 @@ pub(crate) unsafe fn poll<T: Transport>(
     T::poll(q, &mut batch)
 }
 
+/// glue.h's declarations, which [`transport!`](crate::transport) checks its definitions
+/// against (calling one is `unsafe`, as every function of C's is).
+#[doc(hidden)]
+pub(crate) mod declared {
+    pub(crate) use super::super::ffi::*;
+}
+
 /// Defines one `nva_rust_*` function for [`transport!`](crate::transport).
 #[doc(hidden)]
 #[macro_export]
@@ -418,6 +425,16 @@ macro_rules! __nva_export {
             // documents.
             unsafe { $crate::sys::entry::$target::<$t>($($arg),*) }
         }
+
+        // The definition has glue.h's signature (bindgen's declaration of it), or the two arms'
+        // types differ and this does not compile.
+        const _: () = {
+            let _ = if true {
+                $crate::sys::entry::declared::$name
+            } else {
+                $name
+            };
+        };
     };
 }
 
