@@ -77,10 +77,18 @@ glue_bindgen_target := $(or $(if $(CONFIG_PPC64),powerpc64le-linux-gnu),$(strip 
 glue_bindgen_c_flags = $(filter-out $(glue_bindgen_skip),$(c_flags)) -w --target=$(glue_bindgen_target)
 endif
 
+# nvme-core's exported functions that sys/ calls directly (with its struct nvme_ctrl opaque).
+glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze quiesce_io_queues \
+	unquiesce_io_queues quiesce_admin_queue unquiesce_admin_queue sync_queues \
+	mark_namespaces_dead remove_namespaces cancel_tagset cancel_admin_tagset add_ctrl \
+	uninit_ctrl enable_ctrl disable_ctrl init_ctrl_finish wait_reset try_sched_reset \
+	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd
+
 quiet_cmd_glue_bindgen = BINDGEN $@
       cmd_glue_bindgen = $(BINDGEN) $< --rust-target 1.85 --use-core --ctypes-prefix kernel::ffi \
 	--no-layout-tests --no-debug '.*' --with-derive-default --no-recursive-allowlist \
-	--allowlist-item 'nva_.*' --enable-function-attribute-detection -o $@ -- \
+	--allowlist-item 'nva_.*' --allowlist-function 'nvme_($(subst $(space),|,$(strip $(glue_nvme_core_calls))))' \
+	--allowlist-type nvme_ctrl --opaque-type nvme_ctrl --enable-function-attribute-detection -o $@ -- \
 	$(filter-out $(CC_FLAGS_LTO),$(glue_bindgen_c_flags)) -fno-builtin -D__BINDGEN__ -DMODULE
 
 $(obj)/sys/glue_generated.rs: $(src)/sys/glue.h FORCE

@@ -281,7 +281,7 @@ impl<P: Default> Request<P> {
     /// Undoes `setup_command` for a request that will not be issued.
     pub(crate) fn cleanup_command(&mut self) {
         // SAFETY: The request is live and its command was set up.
-        unsafe { ffi::nva_rq_cleanup_cmd(self.raw()) }
+        unsafe { ffi::nvme_cleanup_cmd(self.raw()) }
     }
 
     /// Marks the request started (the timeout clock runs from here).
@@ -341,7 +341,7 @@ impl<P: Default> Request<P> {
     pub(crate) fn complete(self) {
         // SAFETY: The request's command is done and its data unmapped; the request goes back
         // to blk-mq here.
-        unsafe { ffi::nva_complete_rq(self.raw()) }
+        unsafe { ffi::nvme_complete_rq(self.raw()) }
     }
 }
 

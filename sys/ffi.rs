@@ -4,7 +4,8 @@
 //! at build time for the kernel being built against (the Makefile's `glue_generated.rs`), with
 //! the kernel crate's bindings for the kernel types they name. Besides what glue.c offers, the
 //! header declares the `nva_rust_*` functions glue.c calls, so that their definitions
-//! ([`crate::transport`]) are checked against it.
+//! ([`crate::transport`]) are checked against it, and includes nvme-core's `nvme.h`, whose
+//! exported functions that `sys/` calls directly the Makefile lists (`struct nvme_ctrl` opaque).
 //!
 //! C header: `sys/glue.h`
 

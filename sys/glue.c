@@ -61,6 +61,9 @@ struct nva_ctrl {
 	bool hmb;
 };
 
+/* Rust passes a struct nva_ctrl * to nvme-core's functions as its struct nvme_ctrl *. */
+static_assert(offsetof(struct nva_ctrl, ctrl) == 0);
+
 #define NVA_WATCHING_CPUS 0
 
 /*
@@ -169,16 +172,6 @@ void nva_ctrl_set_transport(struct nva_ctrl *c, void *t)
 int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks)
 {
 	return nvme_init_ctrl(&c->ctrl, &c->pdev->dev, &nva_ctrl_ops, quirks);
-}
-
-int nva_ctrl_add(struct nva_ctrl *c)
-{
-	return nvme_add_ctrl(&c->ctrl);
-}
-
-void nva_ctrl_uninit(struct nva_ctrl *c)
-{
-	nvme_uninit_ctrl(&c->ctrl);
 }
 
 void nva_ctrl_put(struct nva_ctrl *c)
@@ -342,31 +335,6 @@ bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c)
 	return c->ctrl.admin_q && !blk_queue_dying(c->ctrl.admin_q);
 }
 
-int nva_ctrl_enable(struct nva_ctrl *c)
-{
-	return nvme_enable_ctrl(&c->ctrl);
-}
-
-int nva_ctrl_disable(struct nva_ctrl *c, bool shutdown)
-{
-	return nvme_disable_ctrl(&c->ctrl, shutdown);
-}
-
-int nva_ctrl_init_finish(struct nva_ctrl *c, bool was_suspended)
-{
-	return nvme_init_ctrl_finish(&c->ctrl, was_suspended);
-}
-
-void nva_ctrl_start(struct nva_ctrl *c)
-{
-	nvme_start_ctrl(&c->ctrl);
-}
-
-void nva_ctrl_stop(struct nva_ctrl *c)
-{
-	nvme_stop_ctrl(&c->ctrl);
-}
-
 void nva_ctrl_flush_scan(struct nva_ctrl *c)
 {
 	flush_work(&c->ctrl.scan_work);
@@ -375,86 +343,6 @@ void nva_ctrl_flush_scan(struct nva_ctrl *c)
 void nva_ctrl_flush_reset(struct nva_ctrl *c)
 {
 	flush_work(&c->ctrl.reset_work);
-}
-
-bool nva_ctrl_wait_reset(struct nva_ctrl *c)
-{
-	return nvme_wait_reset(&c->ctrl);
-}
-
-int nva_ctrl_try_sched_reset(struct nva_ctrl *c)
-{
-	return nvme_try_sched_reset(&c->ctrl);
-}
-
-void nva_ctrl_start_freeze(struct nva_ctrl *c)
-{
-	nvme_start_freeze(&c->ctrl);
-}
-
-void nva_ctrl_wait_freeze(struct nva_ctrl *c)
-{
-	nvme_wait_freeze(&c->ctrl);
-}
-
-int nva_ctrl_wait_freeze_timeout(struct nva_ctrl *c)
-{
-	return nvme_wait_freeze_timeout(&c->ctrl);
-}
-
-void nva_ctrl_unfreeze(struct nva_ctrl *c)
-{
-	nvme_unfreeze(&c->ctrl);
-}
-
-void nva_ctrl_quiesce_io(struct nva_ctrl *c)
-{
-	nvme_quiesce_io_queues(&c->ctrl);
-}
-
-void nva_ctrl_unquiesce_io(struct nva_ctrl *c)
-{
-	nvme_unquiesce_io_queues(&c->ctrl);
-}
-
-void nva_ctrl_quiesce_admin(struct nva_ctrl *c)
-{
-	nvme_quiesce_admin_queue(&c->ctrl);
-}
-
-void nva_ctrl_unquiesce_admin(struct nva_ctrl *c)
-{
-	nvme_unquiesce_admin_queue(&c->ctrl);
-}
-
-void nva_ctrl_sync_queues(struct nva_ctrl *c)
-{
-	nvme_sync_queues(&c->ctrl);
-}
-
-void nva_ctrl_mark_namespaces_dead(struct nva_ctrl *c)
-{
-	nvme_mark_namespaces_dead(&c->ctrl);
-}
-
-void nva_ctrl_remove_namespaces(struct nva_ctrl *c)
-{
-	nvme_remove_namespaces(&c->ctrl);
-}
-
-void nva_ctrl_cancel_tagset(struct nva_ctrl *c)
-{
-	nvme_cancel_tagset(&c->ctrl);
-}
-
-void nva_ctrl_cancel_admin_tagset(struct nva_ctrl *c)
-{
-	nvme_cancel_admin_tagset(&c->ctrl);
-}
-
-int nva_ctrl_set_queue_count(struct nva_ctrl *c, int *count)
-{
-	return nvme_set_queue_count(&c->ctrl, count);
 }
 
 int nva_ctrl_get_features(struct nva_ctrl *c, unsigned int fid, u32 *result)
@@ -625,11 +513,6 @@ nva_io_path void nva_end_batch(struct io_comp_batch *iob)
 		iob->complete(iob);
 }
 
-void nva_complete_rq(struct request *rq)
-{
-	nvme_complete_rq(rq);
-}
-
 /* The tail is read only while the tracepoint is on (the compiler sinks the load into it). */
 nva_io_path void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail)
 {
@@ -686,11 +569,6 @@ nva_io_path blk_status_t nva_rq_setup_cmd(struct request *rq)
 	/* The request is not started: no timeout handler looks at it now. */
 	iod_of(rq)->aborted = false;
 	return nvme_setup_cmd(rq->q->queuedata, rq);
-}
-
-void nva_rq_cleanup_cmd(struct request *rq)
-{
-	nvme_cleanup_cmd(rq);
 }
 
 nva_io_path void nva_rq_start(struct request *rq)

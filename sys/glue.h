@@ -13,6 +13,8 @@
 #include <linux/mempool.h>
 #include <linux/pci.h>
 
+#include "nvme.h"
+
 struct nva_ctrl;
 
 /* One mapped DMA range, as the iterators hand them out. */
@@ -101,8 +103,6 @@ struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev);
 void nva_ctrl_free_unused(struct nva_ctrl *c);
 void nva_ctrl_set_transport(struct nva_ctrl *c, void *t);
 int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks);
-int nva_ctrl_add(struct nva_ctrl *c);
-void nva_ctrl_uninit(struct nva_ctrl *c);
 void nva_ctrl_put(struct nva_ctrl *c);
 void nva_ctrl_publish(struct nva_ctrl *c);
 void nva_ctrl_unpublish(struct nva_ctrl *c);
@@ -135,29 +135,8 @@ bool nva_ctrl_has_io_tagset(struct nva_ctrl *c);
 unsigned int nva_ctrl_io_tagset_maps(struct nva_ctrl *c);
 bool nva_ctrl_has_admin_queue(struct nva_ctrl *c);
 bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c);
-int nva_ctrl_enable(struct nva_ctrl *c);
-int nva_ctrl_disable(struct nva_ctrl *c, bool shutdown);
-int nva_ctrl_init_finish(struct nva_ctrl *c, bool was_suspended);
-void nva_ctrl_start(struct nva_ctrl *c);
-void nva_ctrl_stop(struct nva_ctrl *c);
 void nva_ctrl_flush_scan(struct nva_ctrl *c);
 void nva_ctrl_flush_reset(struct nva_ctrl *c);
-bool nva_ctrl_wait_reset(struct nva_ctrl *c);
-int nva_ctrl_try_sched_reset(struct nva_ctrl *c);
-void nva_ctrl_start_freeze(struct nva_ctrl *c);
-void nva_ctrl_wait_freeze(struct nva_ctrl *c);
-int nva_ctrl_wait_freeze_timeout(struct nva_ctrl *c);
-void nva_ctrl_unfreeze(struct nva_ctrl *c);
-void nva_ctrl_quiesce_io(struct nva_ctrl *c);
-void nva_ctrl_unquiesce_io(struct nva_ctrl *c);
-void nva_ctrl_quiesce_admin(struct nva_ctrl *c);
-void nva_ctrl_unquiesce_admin(struct nva_ctrl *c);
-void nva_ctrl_sync_queues(struct nva_ctrl *c);
-void nva_ctrl_mark_namespaces_dead(struct nva_ctrl *c);
-void nva_ctrl_remove_namespaces(struct nva_ctrl *c);
-void nva_ctrl_cancel_tagset(struct nva_ctrl *c);
-void nva_ctrl_cancel_admin_tagset(struct nva_ctrl *c);
-int nva_ctrl_set_queue_count(struct nva_ctrl *c, int *count);
 int nva_ctrl_get_features(struct nva_ctrl *c, unsigned int fid, u32 *result);
 int nva_ctrl_set_features(struct nva_ctrl *c, unsigned int fid, u32 value);
 int nva_ctrl_submit_sync(struct nva_ctrl *c, const void *cmd);
@@ -178,7 +157,6 @@ struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid);
 bool nva_try_complete_req(struct request *rq, u16 status, u64 result);
 bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob);
 void nva_end_batch(struct io_comp_batch *iob);
-void nva_complete_rq(struct request *rq);
 void nva_trace_sq(struct request *rq, u16 sq_head, const s16 *sq_tail);
 struct request *nva_rq_list_pop(struct rq_list *list);
 void nva_rq_list_add_tail(struct rq_list *list, struct request *rq);
@@ -190,7 +168,6 @@ bool nva_rq_check_ready(struct request *rq);
 blk_status_t nva_rq_fail_nonready(struct request *rq);
 void nva_rq_fail_host_path(struct request *rq);
 blk_status_t nva_rq_setup_cmd(struct request *rq);
-void nva_rq_cleanup_cmd(struct request *rq);
 void nva_rq_start(struct request *rq);
 u16 nva_rq_cid(struct request *rq);
 u8 nva_rq_opcode(struct request *rq);

@@ -202,14 +202,14 @@ unsafe impl Send for Ctrl {}
 unsafe impl Sync for Ctrl {}
 
 macro_rules! calls {
-    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident($ptr:ident);)*) => {
         $(
             $(#[$m])*
             pub(crate) fn $name(self) {
                 // SAFETY: The controller is valid (type invariant). nvme-core allows the call
                 // in any state once `init` ran, the admin queue's once it exists; calling it no
                 // earlier is the transport's part, not typed yet (design.rst).
-                unsafe { ffi::$ffi(self.raw()) }
+                unsafe { ffi::$ffi(self.$ptr()) }
             }
         )*
     };
@@ -221,7 +221,7 @@ macro_rules! calls {
 /// can no longer complete commands and every completion path is stopped; a tag set freed while
 /// a namespace's queue or a queue's [`blk::Tags`] still reach it leaves them in freed memory.
 macro_rules! teardown_calls {
-    ($($(#[$m:meta])* $name:ident => $ffi:ident;)*) => {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident($ptr:ident);)*) => {
         $(
             $(#[$m])*
             pub(crate) fn $name(self) {
@@ -229,7 +229,7 @@ macro_rules! teardown_calls {
                 // exist is skipped (by nvme-core for a cancel, by glue.c for a removal). That
                 // no request of the tag set is held or reachable is the transport's part (see
                 // the macro).
-                unsafe { ffi::$ffi(self.raw()) }
+                unsafe { ffi::$ffi(self.$ptr()) }
             }
         )*
     };
@@ -247,6 +247,12 @@ impl Ctrl {
 
     pub(super) fn raw(self) -> *mut ffi::NvaCtrl {
         self.0.as_ptr()
+    }
+
+    /// nvme-core's controller, for its exported functions: the first member of
+    /// `struct nva_ctrl` (glue.c asserts it).
+    fn nvme(self) -> *mut ffi::nvme_ctrl {
+        self.raw().cast()
     }
 
     /// # Safety
@@ -269,7 +275,7 @@ impl Ctrl {
 
     pub(super) fn add(self) -> Result {
         // SAFETY: The controller is initialised.
-        to_result(unsafe { ffi::nva_ctrl_add(self.raw()) })
+        to_result(unsafe { ffi::nvme_add_ctrl(self.nvme()) })
     }
 
     /// Drops the reference the controller was created with.
@@ -291,7 +297,7 @@ impl Ctrl {
     /// freed when this returns.
     pub(super) unsafe fn uninit(self) {
         // SAFETY: The controller is valid; the caller's promise.
-        unsafe { ffi::nva_ctrl_uninit(self.raw()) }
+        unsafe { ffi::nvme_uninit_ctrl(self.nvme()) }
     }
 
     /// Makes the controller the PCI device's driver data, for the PCI callbacks (once probe
@@ -309,33 +315,33 @@ impl Ctrl {
 
     calls! {
         /// Waits for the namespace scan `start` queued.
-        flush_scan => nva_ctrl_flush_scan;
+        flush_scan => nva_ctrl_flush_scan(raw);
         /// Announces a live controller: namespace scan, asynchronous events.
-        start => nva_ctrl_start;
-        stop => nva_ctrl_stop;
-        flush_reset => nva_ctrl_flush_reset;
-        start_freeze => nva_ctrl_start_freeze;
-        wait_freeze => nva_ctrl_wait_freeze;
-        unfreeze => nva_ctrl_unfreeze;
-        quiesce_io => nva_ctrl_quiesce_io;
-        unquiesce_io => nva_ctrl_unquiesce_io;
-        quiesce_admin => nva_ctrl_quiesce_admin;
-        unquiesce_admin => nva_ctrl_unquiesce_admin;
-        sync_queues => nva_ctrl_sync_queues;
-        mark_namespaces_dead => nva_ctrl_mark_namespaces_dead;
-        remove_namespaces => nva_ctrl_remove_namespaces;
-        clear_npss => nva_ctrl_clear_npss;
-        abort_limit_put => nva_ctrl_abort_limit_put;
+        start => nvme_start_ctrl(nvme);
+        stop => nvme_stop_ctrl(nvme);
+        flush_reset => nva_ctrl_flush_reset(raw);
+        start_freeze => nvme_start_freeze(nvme);
+        wait_freeze => nvme_wait_freeze(nvme);
+        unfreeze => nvme_unfreeze(nvme);
+        quiesce_io => nvme_quiesce_io_queues(nvme);
+        unquiesce_io => nvme_unquiesce_io_queues(nvme);
+        quiesce_admin => nvme_quiesce_admin_queue(nvme);
+        unquiesce_admin => nvme_unquiesce_admin_queue(nvme);
+        sync_queues => nvme_sync_queues(nvme);
+        mark_namespaces_dead => nvme_mark_namespaces_dead(nvme);
+        remove_namespaces => nvme_remove_namespaces(nvme);
+        clear_npss => nva_ctrl_clear_npss(raw);
+        abort_limit_put => nva_ctrl_abort_limit_put(raw);
     }
 
     teardown_calls! {
         /// Ends every request of the I/O tag set still in flight as cancelled.
-        cancel_tagset => nva_ctrl_cancel_tagset;
-        cancel_admin_tagset => nva_ctrl_cancel_admin_tagset;
+        cancel_tagset => nvme_cancel_tagset(nvme);
+        cancel_admin_tagset => nvme_cancel_admin_tagset(nvme);
         /// Frees the admin tag set and the admin request queue.
-        remove_admin_tag_set => nva_remove_admin_tag_set;
+        remove_admin_tag_set => nva_remove_admin_tag_set(raw);
         /// Frees the I/O tag set, after the namespaces and the queues' `Tags` went.
-        remove_io_tag_set => nva_remove_io_tag_set;
+        remove_io_tag_set => nva_remove_io_tag_set(raw);
     }
 
     /// The controller's character device (`nvmeN`), for messages; before `init`, the PCI
@@ -526,37 +532,37 @@ impl Ctrl {
     /// Sets CC (EN included) and waits for CSTS.RDY, as nvme-core does it.
     pub(crate) fn enable(self) -> Result {
         // SAFETY: The controller is valid; nvme-core serialises register access itself.
-        to_result(unsafe { ffi::nva_ctrl_enable(self.raw()) })
+        to_result(unsafe { ffi::nvme_enable_ctrl(self.nvme()) })
     }
 
     /// Clears CC.EN, or with `shutdown` sends a normal shutdown notification, and waits.
     pub(crate) fn disable(self, shutdown: bool) -> Result {
         // SAFETY: The controller is valid.
-        to_result(unsafe { ffi::nva_ctrl_disable(self.raw(), shutdown) })
+        to_result(unsafe { ffi::nvme_disable_ctrl(self.nvme(), shutdown) })
     }
 
     /// Identifies the controller and sets up what nvme-core derives from it.
     pub(crate) fn init_finish(self, was_suspended: bool) -> Result {
         // SAFETY: The controller is valid and its admin queue is live.
-        to_result(unsafe { ffi::nva_ctrl_init_finish(self.raw(), was_suspended) })
+        to_result(unsafe { ffi::nvme_init_ctrl_finish(self.nvme(), was_suspended) })
     }
 
     /// Waits while a reset is in progress; false if the controller left for a terminal state.
     pub(crate) fn wait_reset(self) -> bool {
         // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_wait_reset(self.raw()) }
+        unsafe { ffi::nvme_wait_reset(self.nvme()) }
     }
 
     /// Queues the reset work of a controller in the resetting state.
     pub(crate) fn try_sched_reset(self) -> Result {
         // SAFETY: The controller is valid.
-        to_result(unsafe { ffi::nva_ctrl_try_sched_reset(self.raw()) })
+        to_result(unsafe { ffi::nvme_try_sched_reset(self.nvme()) })
     }
 
     /// Waits up to the I/O timeout for entered requests to finish; false if time ran out.
     pub(crate) fn wait_freeze_timeout(self) -> bool {
         // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_wait_freeze_timeout(self.raw()) > 0 }
+        unsafe { ffi::nvme_wait_freeze_timeout(self.nvme()) > 0 }
     }
 
     /// Asks for `count` I/O queues (Set Features, Number of Queues); returns how many the
@@ -564,7 +570,7 @@ impl Ctrl {
     pub(crate) fn set_queue_count(self, count: u32) -> Result<u32> {
         let mut n = count as c_int;
         // SAFETY: The controller is valid and `n` is valid for writes.
-        to_result(unsafe { ffi::nva_ctrl_set_queue_count(self.raw(), &mut n) })?;
+        to_result(unsafe { ffi::nvme_set_queue_count(self.nvme(), &mut n) })?;
         Ok(n.max(0) as u32)
     }
 
