@@ -9,6 +9,9 @@
 //!
 //! C header: `sys/glue.h`
 
+// Generated code, linted as the kernel crate's bindings are: C's names, no docs, and
+// `improper_ctypes` for kernel structs bindgen gives zero-sized fields (lockdep keys, empty
+// arrays), which only ever sit behind pointers.
 #[allow(
     dead_code,
     improper_ctypes,
