@@ -463,10 +463,12 @@ nap() {
     return 0
 }
 
-# queue_of_cpu DISK CPU: the queue (qN) that serves DISK's requests submitted on CPU: blk-mq's
-# hardware context N-1, whose cpu_list names the CPU.
+# queue_of_cpu DISK CPU [TYPE]: the queue (qN) that serves DISK's requests submitted on CPU:
+# blk-mq's hardware context N-1, whose cpu_list names the CPU; with TYPE (default, read, poll),
+# the context of that type.
 queue_of_cpu() {
     for m in /sys/block/"$1"/mq/*; do
+        [ -z "${3:-}" ] || [ "$(cat "/sys/kernel/debug/block/$1/hctx${m##*/}/type")" = "$3" ] || continue
         case ",$(tr -d ' ' <"$m/cpu_list")," in
             *",$2,"*) echo "q$((${m##*/} + 1))"; return 0 ;;
         esac

@@ -223,18 +223,6 @@ runtime_switch() {
     [ "$p1" = "$p0" ] || fail "polled $((p1 - p0)) completions with adaptive=0"
 }
 
-# queue_of_type DISK TYPE CPU: the queue (qN) of DISK's hardware context of TYPE (default or
-# read) that serves CPU.
-queue_of_type() {
-    for m in /sys/block/"$1"/mq/*; do
-        [ "$(cat "/sys/kernel/debug/block/$1/hctx${m##*/}/type")" = "$2" ] || continue
-        case ",$(tr -d ' ' <"$m/cpu_list")," in
-            *",$3,"*) echo "q$((${m##*/} + 1))"; return 0 ;;
-        esac
-    done
-    return 1
-}
-
 # Poll episodes of each queue of the 20 ms controller ("qN=EPISODES ...").
 episodes_by_queue() {
     for q in $(queue_files "$LAT_CTRL"); do
@@ -266,7 +254,7 @@ write_queue_polls_alone() {
     rebind_lat || { set_params write_queues=0; fail "rebind with write_queues=1 failed"; }
     set_params write_queues=0
     lat || return 1
-    w=$(queue_of_type "$LAT_DISK" default 1) && r=$(queue_of_type "$LAT_DISK" read 1) ||
+    w=$(queue_of_cpu "$LAT_DISK" 1 default) && r=$(queue_of_cpu "$LAT_DISK" 1 read) ||
         fail "no write and read queue for CPU 1: $(grep . /sys/kernel/debug/block/$LAT_DISK/hctx*/type | tr '\n' ' ')"
     n=$(queue_files "$LAT_CTRL" | grep -vc '/q0$')
     [ "$n" = 3 ] || fail "$n I/O queues with write_queues=1 on 2 CPUs"
