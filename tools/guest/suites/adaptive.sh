@@ -230,6 +230,11 @@ episodes_by_queue() {
     done
 }
 
+# Queue $1 of the 20 ms controller counted more than $2 poll episodes.
+episodes_beyond() {
+    qget "$STATS/$LAT_CTRL/$1" episodes && [ "$REPLY" -gt "$2" ]
+}
+
 # Poll episodes of queue $2 in an episodes_by_queue line $1.
 episodes_of() {
     for kv in $1; do
@@ -259,12 +264,17 @@ write_queue_polls_alone() {
     n=$(queue_files "$LAT_CTRL" | grep -vc '/q0$')
     [ "$n" = 3 ] || fail "$n I/O queues with write_queues=1 on 2 CPUs"
     for rw in randwrite randread; do
+        if [ $rw = randwrite ]; then busy=$w; else busy=$r; fi
         before=$(episodes_by_queue)
-        dense_job "$LAT_DISK" 4000
-        run_fio --name=$rw "${JOB[@]}" --rw=$rw --group_reporting || return 1
+        # Until the queue that serves the load polls (a fresh queue first samples the device).
+        dense_job "$LAT_DISK" 100000
+        fio --name=$rw "${JOB[@]}" --rw=$rw >/dev/null 2>&1 &
+        pid=$!
+        within 60 episodes_beyond "$busy" "$(episodes_of "$before" "$busy")" ||
+            { stop_load; fail "$rw: no episode on $busy within 60 s: $(poll_state)"; }
+        stop_load
         after=$(episodes_by_queue)
         within 10 all_on_interrupts "$LAT_CTRL" || fail "$rw: still polling after the load stopped: $(poll_state)"
-        if [ $rw = randwrite ]; then busy=$w; else busy=$r; fi
         for kv in $after; do
             q=${kv%%=*} e=$((${kv#*=} - $(episodes_of "$before" "$q")))
             if [ "$q" = "$busy" ]; then
