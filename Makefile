@@ -77,18 +77,35 @@ glue_bindgen_target := $(or $(if $(CONFIG_PPC64),powerpc64le-linux-gnu),$(strip 
 glue_bindgen_c_flags = $(filter-out $(glue_bindgen_skip),$(c_flags)) -w --target=$(glue_bindgen_target)
 endif
 
-# nvme-core's exported functions that sys/ calls directly (with its struct nvme_ctrl opaque).
+# nvme-core's exported functions that sys/ calls directly.
 glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze quiesce_io_queues \
 	unquiesce_io_queues quiesce_admin_queue unquiesce_admin_queue sync_queues \
 	mark_namespaces_dead remove_namespaces cancel_tagset cancel_admin_tagset add_ctrl \
 	uninit_ctrl enable_ctrl disable_ctrl init_ctrl_finish wait_reset try_sched_reset \
-	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd
+	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd change_ctrl_state \
+	get_features set_features
+# nvme-core's types whose fields sys/ reads and sets, and the constants it tests them with.
+glue_nvme_types := nvme_ctrl nvme_ctrl_state nvme_ctrl_type nvme_dctype nvme_quirks
+glue_nvme_vars := NVME_AQ_DEPTH NVME_AQ_BLK_MQ_DEPTH NVME_CC_ENABLE NVME_CC_SHN_NORMAL \
+	NVME_CTRL_OACS_DBBUF_SUPP
+# The types those name that the kernel crate's bindings lack, which sys/ never looks into:
+# opaque, with their size and alignment (some sit inside struct nvme_ctrl). bindgen still emits
+# the anonymous union inside struct nvme_command, which the blocklist drops.
+glue_nvme_opaque := nvme_command nvme_id_power_state nvme_fault_inject nvme_subsystem \
+	nvme_ctrl_ops opal_dev nvme_effects_log nvme_ana_rsp_hdr nvme_dhchap_queue_context \
+	nvme_dhchap_key nvmf_ctrl_options
+glue_bindgen_alternatives = '$(subst $(space),|,$(strip $(1)))'
 
 quiet_cmd_glue_bindgen = BINDGEN $@
       cmd_glue_bindgen = $(BINDGEN) $< --rust-target 1.85 --use-core --ctypes-prefix kernel::ffi \
 	--no-layout-tests --no-debug '.*' --with-derive-default --no-recursive-allowlist \
-	--allowlist-item 'nva_.*' --allowlist-function 'nvme_($(subst $(space),|,$(strip $(glue_nvme_core_calls))))' \
-	--allowlist-type nvme_ctrl --opaque-type nvme_ctrl --enable-function-attribute-detection -o $@ -- \
+	--allowlist-item 'nva_.*' \
+	--allowlist-function $(call glue_bindgen_alternatives,$(addprefix nvme_,$(glue_nvme_core_calls))) \
+	--allowlist-type $(call glue_bindgen_alternatives,$(glue_nvme_types) $(glue_nvme_opaque)) \
+	--allowlist-var $(call glue_bindgen_alternatives,$(glue_nvme_vars)) \
+	--opaque-type $(call glue_bindgen_alternatives,$(glue_nvme_opaque)) \
+	--blocklist-type 'nvme_command__bindgen_.*' \
+	--enable-function-attribute-detection -o $@ -- \
 	$(filter-out $(CC_FLAGS_LTO),$(glue_bindgen_c_flags)) -fno-builtin -D__BINDGEN__ -DMODULE
 
 $(obj)/sys/glue_generated.rs: $(src)/sys/glue.h FORCE

@@ -591,13 +591,10 @@ pub(crate) enum MapKind {
 
 impl MapKind {
     fn raw(self) -> u32 {
-        // SAFETY: Initialised statics of glue.c.
-        unsafe {
-            match self {
-                Self::Default => ffi::nva_hctx_type_default,
-                Self::Read => ffi::nva_hctx_type_read,
-                Self::Poll => ffi::nva_hctx_type_poll,
-            }
+        match self {
+            Self::Default => bindings::hctx_type_HCTX_TYPE_DEFAULT,
+            Self::Read => bindings::hctx_type_HCTX_TYPE_READ,
+            Self::Poll => bindings::hctx_type_HCTX_TYPE_POLL,
         }
     }
 }

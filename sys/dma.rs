@@ -44,19 +44,16 @@ pub(crate) struct P2p(u8);
 
 impl P2p {
     pub(crate) fn is_bus_address(self) -> bool {
-        // SAFETY: An initialised static of glue.c.
-        u32::from(self.0) == unsafe { ffi::nva_p2p_bus_addr }
+        u32::from(self.0) == bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_BUS_ADDR
     }
 
     pub(crate) fn is_through_host_bridge(self) -> bool {
-        // SAFETY: An initialised static of glue.c.
-        u32::from(self.0) == unsafe { ffi::nva_p2p_thru_host_bridge }
+        u32::from(self.0) == bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
     }
 
     /// A kind of mapping the driver knows how to describe (not a failed or unsupported one).
     pub(crate) fn is_known(self) -> bool {
-        // SAFETY: An initialised static of glue.c.
-        u32::from(self.0) == unsafe { ffi::nva_p2p_none }
+        u32::from(self.0) == bindings::pci_p2pdma_map_type_PCI_P2PDMA_MAP_NONE
             || self.is_bus_address()
             || self.is_through_host_bridge()
     }

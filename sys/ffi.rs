@@ -5,7 +5,7 @@
 //! the kernel crate's bindings for the kernel types they name. Besides what glue.c offers, the
 //! header declares the `nva_rust_*` functions glue.c calls, so that their definitions
 //! ([`crate::transport`]) are checked against it, and includes nvme-core's `nvme.h`, whose
-//! exported functions that `sys/` calls directly the Makefile lists (`struct nvme_ctrl` opaque).
+//! exported functions, types and constants that `sys/` uses directly the Makefile lists.
 //!
 //! C header: `sys/glue.h`
 
@@ -32,7 +32,8 @@ mod generated {
 
 pub(crate) use generated::*;
 
-/// `struct nva_ctrl`: nvme-core's controller and the tag sets it points at, opaque to Rust.
+/// `struct nva_ctrl`: nvme-core's controller, the tag sets it points at, and what glue.c's
+/// callbacks and sysfs attributes read.
 pub(crate) type NvaCtrl = nva_ctrl;
 
 /// `struct nva_dma_seg`: one DMA range from the block layer's mapping iterators, or a

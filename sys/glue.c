@@ -42,25 +42,6 @@
 #define nva_io_path
 #endif
 
-/* A controller: nvme-core's part, the two tag sets nvme-core points at, and the Rust side. */
-struct nva_ctrl {
-	struct nvme_ctrl ctrl;
-	struct blk_mq_tag_set tagset;
-	struct blk_mq_tag_set admin_tagset;
-	struct pci_dev *pdev;
-	/* The Rust controller, from probe until free_ctrl. */
-	void *transport;
-	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
-	struct hlist_node cpu_down_node;
-	struct hlist_node cpu_dead_node;
-	unsigned long flags;
-	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
-	u32 cmbloc;
-	u32 cmbsz;
-	/* The controller uses its host memory buffer (sysfs "hmb"). */
-	bool hmb;
-};
-
 /* Rust passes a struct nva_ctrl * to nvme-core's functions as its struct nvme_ctrl *. */
 static_assert(offsetof(struct nva_ctrl, ctrl) == 0);
 
@@ -93,7 +74,8 @@ static struct nva_iod *iod_of(struct request *rq)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Constants Rust needs from nvme-core's header and the block layer.
+ * Constants bindgen cannot give Rust: offsets into this file's PDU, and block statuses (macros
+ * with casts). The others come from the headers through bindgen.
  */
 /*
  * Where the PDU's command and Rust part sit, counted from the request: Rust computes the
@@ -102,39 +84,6 @@ static struct nva_iod *iod_of(struct request *rq)
 const size_t nva_iod_cmd_offset = sizeof(struct request) + offsetof(struct nva_iod, cmd);
 const size_t nva_iod_rust_offset = sizeof(struct request) + offsetof(struct nva_iod, rust);
 
-const int nva_state_new = NVME_CTRL_NEW;
-const int nva_state_live = NVME_CTRL_LIVE;
-const int nva_state_resetting = NVME_CTRL_RESETTING;
-const int nva_state_connecting = NVME_CTRL_CONNECTING;
-const int nva_state_deleting = NVME_CTRL_DELETING;
-const int nva_state_deleting_noio = NVME_CTRL_DELETING_NOIO;
-const int nva_state_dead = NVME_CTRL_DEAD;
-
-const unsigned long nva_quirk_qdepth_one = NVME_QUIRK_QDEPTH_ONE;
-const unsigned long nva_quirk_shared_tags = NVME_QUIRK_SHARED_TAGS;
-const unsigned long nva_quirk_128_bytes_sqes = NVME_QUIRK_128_BYTES_SQES;
-const unsigned long nva_quirk_single_vector = NVME_QUIRK_SINGLE_VECTOR;
-const unsigned long nva_quirk_broken_msi = NVME_QUIRK_BROKEN_MSI;
-const unsigned long nva_quirk_medium_prio_sq = NVME_QUIRK_MEDIUM_PRIO_SQ;
-const unsigned long nva_quirk_dma_address_bits_48 = NVME_QUIRK_DMA_ADDRESS_BITS_48;
-const unsigned long nva_quirk_dmapool_align_512 = NVME_QUIRK_DMAPOOL_ALIGN_512;
-const unsigned long nva_quirk_simple_suspend = NVME_QUIRK_SIMPLE_SUSPEND;
-const unsigned long nva_quirk_skip_cid_gen = NVME_QUIRK_SKIP_CID_GEN;
-
-const unsigned int nva_aq_depth = NVME_AQ_DEPTH;
-const unsigned int nva_aq_blk_mq_depth = NVME_AQ_BLK_MQ_DEPTH;
-const unsigned int nva_hctx_type_default = HCTX_TYPE_DEFAULT;
-const unsigned int nva_hctx_type_read = HCTX_TYPE_READ;
-const unsigned int nva_hctx_type_poll = HCTX_TYPE_POLL;
-const unsigned int nva_p2p_none = PCI_P2PDMA_MAP_NONE;
-const unsigned int nva_p2p_bus_addr = PCI_P2PDMA_MAP_BUS_ADDR;
-const unsigned int nva_p2p_thru_host_bridge = PCI_P2PDMA_MAP_THRU_HOST_BRIDGE;
-const unsigned int nva_ers_can_recover = PCI_ERS_RESULT_CAN_RECOVER;
-const unsigned int nva_ers_need_reset = PCI_ERS_RESULT_NEED_RESET;
-const unsigned int nva_ers_disconnect = PCI_ERS_RESULT_DISCONNECT;
-const unsigned int nva_ers_recovered = PCI_ERS_RESULT_RECOVERED;
-const unsigned int nva_channel_normal = pci_channel_io_normal;
-const unsigned int nva_channel_frozen = pci_channel_io_frozen;
 const u8 nva_sts_ioerr = BLK_STS_IOERR;
 const u8 nva_sts_resource = BLK_STS_RESOURCE;
 const u8 nva_sts_again = BLK_STS_AGAIN;
@@ -164,19 +113,9 @@ void nva_ctrl_free_unused(struct nva_ctrl *c)
 	kfree(c);
 }
 
-void nva_ctrl_set_transport(struct nva_ctrl *c, void *t)
-{
-	c->transport = t;
-}
-
 int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks)
 {
 	return nvme_init_ctrl(&c->ctrl, &c->pdev->dev, &nva_ctrl_ops, quirks);
-}
-
-void nva_ctrl_put(struct nva_ctrl *c)
-{
-	nvme_put_ctrl(&c->ctrl);
 }
 
 void nva_ctrl_publish(struct nva_ctrl *c)
@@ -189,107 +128,6 @@ void nva_ctrl_unpublish(struct nva_ctrl *c)
 	pci_set_drvdata(c->pdev, NULL);
 }
 
-/* The character device once nvme_init_ctrl made it; the PCI device before. */
-struct device *nva_ctrl_device(struct nva_ctrl *c)
-{
-	return c->ctrl.device ?: &c->pdev->dev;
-}
-
-int nva_ctrl_instance(struct nva_ctrl *c)
-{
-	return c->ctrl.instance;
-}
-
-int nva_ctrl_state(struct nva_ctrl *c)
-{
-	return nvme_ctrl_state(&c->ctrl);
-}
-
-bool nva_ctrl_change_state(struct nva_ctrl *c, int state)
-{
-	return nvme_change_ctrl_state(&c->ctrl, state);
-}
-
-bool nva_ctrl_state_terminal(struct nva_ctrl *c)
-{
-	return nvme_state_terminal(&c->ctrl);
-}
-
-unsigned long nva_ctrl_quirks(struct nva_ctrl *c)
-{
-	return c->ctrl.quirks;
-}
-
-void nva_ctrl_set_cap(struct nva_ctrl *c, u64 cap)
-{
-	c->ctrl.cap = cap;
-}
-
-/* Queues with memory, admin included: nvme-core sizes the I/O tag set from it. */
-void nva_ctrl_set_queue_count_field(struct nva_ctrl *c, u32 n)
-{
-	c->ctrl.queue_count = n;
-}
-
-void nva_ctrl_set_sqsize(struct nva_ctrl *c, u16 sqsize)
-{
-	c->ctrl.sqsize = sqsize;
-}
-
-void nva_ctrl_set_limits(struct nva_ctrl *c, u32 max_hw_sectors, u32 max_segments,
-			 u32 max_integrity_segments)
-{
-	c->ctrl.max_hw_sectors = max_hw_sectors;
-	c->ctrl.max_segments = max_segments;
-	c->ctrl.max_integrity_segments = max_integrity_segments;
-}
-
-void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n)
-{
-	c->ctrl.max_integrity_segments = n;
-}
-
-void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node)
-{
-	c->ctrl.numa_node = node;
-}
-
-/* What Identify asks for as host memory buffer (nvme-core reads it). */
-void nva_ctrl_host_memory_wanted(struct nva_ctrl *c, u32 *hmpre, u32 *hmmin, u32 *hmminds,
-				 u16 *hmmaxd)
-{
-	*hmpre = c->ctrl.hmpre;
-	*hmmin = c->ctrl.hmmin;
-	*hmminds = c->ctrl.hmminds;
-	*hmmaxd = c->ctrl.hmmaxd;
-}
-
-void nva_ctrl_set_hmb(struct nva_ctrl *c, bool enabled)
-{
-	WRITE_ONCE(c->hmb, enabled);
-}
-
-void nva_ctrl_set_cmb_registers(struct nva_ctrl *c, u32 cmbloc, u32 cmbsz)
-{
-	WRITE_ONCE(c->cmbloc, cmbloc);
-	WRITE_ONCE(c->cmbsz, cmbsz);
-}
-
-bool nva_ctrl_enabled(struct nva_ctrl *c)
-{
-	return c->ctrl.ctrl_config & NVME_CC_ENABLE;
-}
-
-bool nva_ctrl_shut_down(struct nva_ctrl *c)
-{
-	return c->ctrl.ctrl_config & NVME_CC_SHN_NORMAL;
-}
-
-bool nva_ctrl_dbbuf_supported(struct nva_ctrl *c)
-{
-	return c->ctrl.oacs & NVME_CTRL_OACS_DBBUF_SUPP;
-}
-
 bool nva_ctrl_sgl_supported(struct nva_ctrl *c)
 {
 	return nvme_ctrl_sgl_supported(&c->ctrl);
@@ -300,59 +138,9 @@ bool nva_ctrl_meta_sgl_supported(struct nva_ctrl *c)
 	return nvme_ctrl_meta_sgl_supported(&c->ctrl);
 }
 
-u8 nva_ctrl_npss(struct nva_ctrl *c)
-{
-	return c->ctrl.npss;
-}
-
-void nva_ctrl_clear_npss(struct nva_ctrl *c)
-{
-	c->ctrl.npss = 0;
-}
-
-unsigned long nva_ctrl_admin_timeout(struct nva_ctrl *c)
-{
-	return c->ctrl.admin_timeout;
-}
-
-bool nva_ctrl_has_io_tagset(struct nva_ctrl *c)
-{
-	return c->ctrl.tagset;
-}
-
-unsigned int nva_ctrl_io_tagset_maps(struct nva_ctrl *c)
-{
-	return c->ctrl.tagset ? c->ctrl.tagset->nr_maps : 0;
-}
-
-bool nva_ctrl_has_admin_queue(struct nva_ctrl *c)
-{
-	return c->ctrl.admin_q;
-}
-
 bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c)
 {
 	return c->ctrl.admin_q && !blk_queue_dying(c->ctrl.admin_q);
-}
-
-void nva_ctrl_flush_scan(struct nva_ctrl *c)
-{
-	flush_work(&c->ctrl.scan_work);
-}
-
-void nva_ctrl_flush_reset(struct nva_ctrl *c)
-{
-	flush_work(&c->ctrl.reset_work);
-}
-
-int nva_ctrl_get_features(struct nva_ctrl *c, unsigned int fid, u32 *result)
-{
-	return nvme_get_features(&c->ctrl, fid, 0, NULL, 0, result);
-}
-
-int nva_ctrl_set_features(struct nva_ctrl *c, unsigned int fid, u32 value)
-{
-	return nvme_set_features(&c->ctrl, fid, value, NULL, 0, NULL);
 }
 
 /* Submits an admin command and waits: < 0 an error, > 0 the NVMe status, 0 success. */
@@ -374,20 +162,6 @@ void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result)
 nva_io_path bool nva_is_aen_cid(u16 qid, u16 cid)
 {
 	return nvme_is_aen_req(qid, cid);
-}
-
-/* Takes one of the controller's abort slots; false when all are in use. */
-bool nva_ctrl_abort_limit_take(struct nva_ctrl *c)
-{
-	if (atomic_dec_return(&c->ctrl.abort_limit) >= 0)
-		return true;
-	atomic_inc(&c->ctrl.abort_limit);
-	return false;
-}
-
-void nva_ctrl_abort_limit_put(struct nva_ctrl *c)
-{
-	atomic_inc(&c->ctrl.abort_limit);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -15,7 +15,27 @@
 
 #include "nvme.h"
 
-struct nva_ctrl;
+/*
+ * A controller: nvme-core's part, the two tag sets nvme-core points at, and the Rust side, which
+ * reads and sets nvme-core's fields itself (bindgen gives it struct nvme_ctrl).
+ */
+struct nva_ctrl {
+	struct nvme_ctrl ctrl;
+	struct blk_mq_tag_set tagset;
+	struct blk_mq_tag_set admin_tagset;
+	struct pci_dev *pdev;
+	/* The Rust controller, from probe until free_ctrl. */
+	void *transport;
+	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
+	struct hlist_node cpu_down_node;
+	struct hlist_node cpu_dead_node;
+	unsigned long flags;
+	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
+	u32 cmbloc;
+	u32 cmbsz;
+	/* The controller uses its host memory buffer (sysfs "hmb"). */
+	bool hmb;
+};
 
 /* One mapped DMA range, as the iterators hand them out. */
 struct nva_dma_seg {
@@ -64,86 +84,22 @@ int nva_rust_set_host_memory(void *t, bool enable);
 
 extern const size_t nva_iod_cmd_offset;
 extern const size_t nva_iod_rust_offset;
-extern const int nva_state_new;
-extern const int nva_state_live;
-extern const int nva_state_resetting;
-extern const int nva_state_connecting;
-extern const int nva_state_deleting;
-extern const int nva_state_deleting_noio;
-extern const int nva_state_dead;
-extern const unsigned long nva_quirk_qdepth_one;
-extern const unsigned long nva_quirk_shared_tags;
-extern const unsigned long nva_quirk_128_bytes_sqes;
-extern const unsigned long nva_quirk_single_vector;
-extern const unsigned long nva_quirk_broken_msi;
-extern const unsigned long nva_quirk_medium_prio_sq;
-extern const unsigned long nva_quirk_dma_address_bits_48;
-extern const unsigned long nva_quirk_dmapool_align_512;
-extern const unsigned long nva_quirk_simple_suspend;
-extern const unsigned long nva_quirk_skip_cid_gen;
-extern const unsigned int nva_aq_depth;
-extern const unsigned int nva_aq_blk_mq_depth;
-extern const unsigned int nva_hctx_type_default;
-extern const unsigned int nva_hctx_type_read;
-extern const unsigned int nva_hctx_type_poll;
-extern const unsigned int nva_p2p_none;
-extern const unsigned int nva_p2p_bus_addr;
-extern const unsigned int nva_p2p_thru_host_bridge;
-extern const unsigned int nva_ers_can_recover;
-extern const unsigned int nva_ers_need_reset;
-extern const unsigned int nva_ers_disconnect;
-extern const unsigned int nva_ers_recovered;
-extern const unsigned int nva_channel_normal;
-extern const unsigned int nva_channel_frozen;
 extern const u8 nva_sts_ioerr;
 extern const u8 nva_sts_resource;
 extern const u8 nva_sts_again;
 
 struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev);
 void nva_ctrl_free_unused(struct nva_ctrl *c);
-void nva_ctrl_set_transport(struct nva_ctrl *c, void *t);
 int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks);
-void nva_ctrl_put(struct nva_ctrl *c);
 void nva_ctrl_publish(struct nva_ctrl *c);
 void nva_ctrl_unpublish(struct nva_ctrl *c);
-struct device *nva_ctrl_device(struct nva_ctrl *c);
-int nva_ctrl_instance(struct nva_ctrl *c);
-int nva_ctrl_state(struct nva_ctrl *c);
-bool nva_ctrl_change_state(struct nva_ctrl *c, int state);
-bool nva_ctrl_state_terminal(struct nva_ctrl *c);
-unsigned long nva_ctrl_quirks(struct nva_ctrl *c);
-void nva_ctrl_set_cap(struct nva_ctrl *c, u64 cap);
-void nva_ctrl_set_queue_count_field(struct nva_ctrl *c, u32 n);
-void nva_ctrl_set_sqsize(struct nva_ctrl *c, u16 sqsize);
-void nva_ctrl_set_limits(struct nva_ctrl *c, u32 max_hw_sectors, u32 max_segments, u32 max_integrity_segments);
-void nva_ctrl_set_max_integrity_segments(struct nva_ctrl *c, u32 n);
-void nva_ctrl_set_numa_node(struct nva_ctrl *c, int node);
-void nva_ctrl_set_cmb_registers(struct nva_ctrl *c, u32 cmbloc, u32 cmbsz);
-void nva_ctrl_host_memory_wanted(struct nva_ctrl *c, u32 *hmpre, u32 *hmmin, u32 *hmminds,
-				 u16 *hmmaxd);
-void nva_ctrl_set_hmb(struct nva_ctrl *c, bool enabled);
 void nva_ctrl_update_attrs(struct nva_ctrl *c);
-bool nva_ctrl_enabled(struct nva_ctrl *c);
-bool nva_ctrl_shut_down(struct nva_ctrl *c);
-bool nva_ctrl_dbbuf_supported(struct nva_ctrl *c);
 bool nva_ctrl_sgl_supported(struct nva_ctrl *c);
 bool nva_ctrl_meta_sgl_supported(struct nva_ctrl *c);
-u8 nva_ctrl_npss(struct nva_ctrl *c);
-void nva_ctrl_clear_npss(struct nva_ctrl *c);
-unsigned long nva_ctrl_admin_timeout(struct nva_ctrl *c);
-bool nva_ctrl_has_io_tagset(struct nva_ctrl *c);
-unsigned int nva_ctrl_io_tagset_maps(struct nva_ctrl *c);
-bool nva_ctrl_has_admin_queue(struct nva_ctrl *c);
 bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c);
-void nva_ctrl_flush_scan(struct nva_ctrl *c);
-void nva_ctrl_flush_reset(struct nva_ctrl *c);
-int nva_ctrl_get_features(struct nva_ctrl *c, unsigned int fid, u32 *result);
-int nva_ctrl_set_features(struct nva_ctrl *c, unsigned int fid, u32 value);
 int nva_ctrl_submit_sync(struct nva_ctrl *c, const void *cmd);
 void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result);
 bool nva_is_aen_cid(u16 qid, u16 cid);
-bool nva_ctrl_abort_limit_take(struct nva_ctrl *c);
-void nva_ctrl_abort_limit_put(struct nva_ctrl *c);
 int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size);
 void nva_remove_admin_tag_set(struct nva_ctrl *c);
 int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size);

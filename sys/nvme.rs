@@ -5,8 +5,13 @@
 //!
 //! C header: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
-use core::ptr::NonNull;
+use core::ptr::{
+    addr_of,
+    addr_of_mut,
+    NonNull, //
+};
 use kernel::{
+    bindings,
     device::{
         Core,
         Device, //
@@ -63,22 +68,19 @@ pub(crate) enum State {
 }
 
 impl State {
-    fn to_raw(self) -> c_int {
-        // SAFETY: The constants are initialised statics of glue.c.
-        unsafe {
-            match self {
-                Self::New => ffi::nva_state_new,
-                Self::Live => ffi::nva_state_live,
-                Self::Resetting => ffi::nva_state_resetting,
-                Self::Connecting => ffi::nva_state_connecting,
-                Self::Deleting => ffi::nva_state_deleting,
-                Self::DeletingNoIo => ffi::nva_state_deleting_noio,
-                Self::Dead => ffi::nva_state_dead,
-            }
+    fn to_raw(self) -> ffi::nvme_ctrl_state {
+        match self {
+            Self::New => ffi::nvme_ctrl_state_NVME_CTRL_NEW,
+            Self::Live => ffi::nvme_ctrl_state_NVME_CTRL_LIVE,
+            Self::Resetting => ffi::nvme_ctrl_state_NVME_CTRL_RESETTING,
+            Self::Connecting => ffi::nvme_ctrl_state_NVME_CTRL_CONNECTING,
+            Self::Deleting => ffi::nvme_ctrl_state_NVME_CTRL_DELETING,
+            Self::DeletingNoIo => ffi::nvme_ctrl_state_NVME_CTRL_DELETING_NOIO,
+            Self::Dead => ffi::nvme_ctrl_state_NVME_CTRL_DEAD,
         }
     }
 
-    fn from_raw(raw: c_int) -> Self {
+    fn from_raw(raw: ffi::nvme_ctrl_state) -> Self {
         [
             Self::New,
             Self::Live,
@@ -128,23 +130,20 @@ pub(crate) enum Quirk {
 
 impl Quirk {
     fn bit(self) -> u64 {
-        // SAFETY: The constants are initialised statics of glue.c.
-        let bit = unsafe {
-            match self {
-                Self::QueueDepthOne => ffi::nva_quirk_qdepth_one,
-                Self::SharedTags => ffi::nva_quirk_shared_tags,
-                Self::Sqes128Bytes => ffi::nva_quirk_128_bytes_sqes,
-                Self::SingleVector => ffi::nva_quirk_single_vector,
-                Self::BrokenMsi => ffi::nva_quirk_broken_msi,
-                Self::MediumPrioritySq => ffi::nva_quirk_medium_prio_sq,
-                Self::DmaAddressBits48 => ffi::nva_quirk_dma_address_bits_48,
-                Self::DmaPoolAlign512 => ffi::nva_quirk_dmapool_align_512,
-                Self::SimpleSuspend => ffi::nva_quirk_simple_suspend,
-                #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
-                Self::SkipCidGen => ffi::nva_quirk_skip_cid_gen,
-            }
+        let bit = match self {
+            Self::QueueDepthOne => ffi::nvme_quirks_NVME_QUIRK_QDEPTH_ONE,
+            Self::SharedTags => ffi::nvme_quirks_NVME_QUIRK_SHARED_TAGS,
+            Self::Sqes128Bytes => ffi::nvme_quirks_NVME_QUIRK_128_BYTES_SQES,
+            Self::SingleVector => ffi::nvme_quirks_NVME_QUIRK_SINGLE_VECTOR,
+            Self::BrokenMsi => ffi::nvme_quirks_NVME_QUIRK_BROKEN_MSI,
+            Self::MediumPrioritySq => ffi::nvme_quirks_NVME_QUIRK_MEDIUM_PRIO_SQ,
+            Self::DmaAddressBits48 => ffi::nvme_quirks_NVME_QUIRK_DMA_ADDRESS_BITS_48,
+            Self::DmaPoolAlign512 => ffi::nvme_quirks_NVME_QUIRK_DMAPOOL_ALIGN_512,
+            Self::SimpleSuspend => ffi::nvme_quirks_NVME_QUIRK_SIMPLE_SUSPEND,
+            #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+            Self::SkipCidGen => ffi::nvme_quirks_NVME_QUIRK_SKIP_CID_GEN,
         };
-        bit as u64
+        u64::from(bit)
     }
 }
 
@@ -170,14 +169,12 @@ pub(crate) fn possible_queues() -> u32 {
 
 /// The admin queue's depth, and the command identifier of the asynchronous event request.
 pub(crate) fn admin_queue_depth() -> u16 {
-    // SAFETY: An initialised static of glue.c.
-    unsafe { ffi::nva_aq_depth as u16 }
+    ffi::NVME_AQ_DEPTH as u16
 }
 
 /// The command identifier nvme-core reserves for the Asynchronous Event Request.
 pub(crate) fn aen_command_id() -> u16 {
-    // SAFETY: An initialised static of glue.c.
-    unsafe { ffi::nva_aq_blk_mq_depth as u16 }
+    ffi::NVME_AQ_BLK_MQ_DEPTH as u16
 }
 
 /// Whether completion `cid` on queue `qid` is an asynchronous event (it has no request).
@@ -263,9 +260,11 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_free_unused(self.raw()) };
     }
 
+    /// Sets the transport glue.c's callbacks reach (probe, before anything calls back).
     pub(super) fn set_transport(self, t: *mut c_void) {
-        // SAFETY: The controller is valid; glue.c only stores the pointer.
-        unsafe { ffi::nva_ctrl_set_transport(self.raw(), t) };
+        // SAFETY: The controller is valid; no callback reads the field before probe published
+        // the controller or added its CPU hotplug instances, which come after this.
+        unsafe { (*self.raw()).transport = t };
     }
 
     pub(super) fn init(self, quirks: u64) -> Result {
@@ -285,8 +284,9 @@ impl Ctrl {
     /// The caller holds that reference and gives it up: the controller, and with it the
     /// transport, may be freed when this returns if no other reference is left.
     pub(super) unsafe fn put(self) {
-        // SAFETY: The controller is valid; the caller's promise.
-        unsafe { ffi::nva_ctrl_put(self.raw()) }
+        // SAFETY: The controller is valid and holds its device reference (`nvme_put_ctrl`);
+        // the caller's promise.
+        unsafe { bindings::put_device((*self.nvme()).device) }
     }
 
     /// Removes the controller's character device; drops the reference `add` took.
@@ -313,13 +313,34 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_unpublish(self.raw()) }
     }
 
+    /// Waits for the namespace scan `start` queued.
+    pub(crate) fn flush_scan(self) {
+        // SAFETY: The controller is valid; nvme-core initialised its work items in `init`.
+        unsafe { bindings::flush_work(addr_of_mut!((*self.nvme()).scan_work)) };
+    }
+
+    /// Waits for the reset work queued last, if it runs.
+    pub(crate) fn flush_reset(self) {
+        // SAFETY: The controller is valid; glue.c initialised the work item at allocation.
+        unsafe { bindings::flush_work(addr_of_mut!((*self.nvme()).reset_work)) };
+    }
+
+    /// nvme-core's count of Abort slots left (Identify ACL), an `atomic_t`.
+    fn abort_limit(self) -> *mut bindings::atomic_t {
+        // SAFETY: The controller is valid (type invariant): the field is in bounds.
+        unsafe { addr_of_mut!((*self.nvme()).abort_limit) }
+    }
+
+    /// Gives back an Abort slot [`Ctrl::abort_limit_take`] took.
+    pub(crate) fn abort_limit_put(self) {
+        // SAFETY: The counter is valid and atomic (see `abort_limit`).
+        unsafe { bindings::atomic_inc(self.abort_limit()) };
+    }
+
     calls! {
-        /// Waits for the namespace scan `start` queued.
-        flush_scan => nva_ctrl_flush_scan(raw);
         /// Announces a live controller: namespace scan, asynchronous events.
         start => nvme_start_ctrl(nvme);
         stop => nvme_stop_ctrl(nvme);
-        flush_reset => nva_ctrl_flush_reset(raw);
         start_freeze => nvme_start_freeze(nvme);
         wait_freeze => nvme_wait_freeze(nvme);
         unfreeze => nvme_unfreeze(nvme);
@@ -330,8 +351,6 @@ impl Ctrl {
         sync_queues => nvme_sync_queues(nvme);
         mark_namespaces_dead => nvme_mark_namespaces_dead(nvme);
         remove_namespaces => nvme_remove_namespaces(nvme);
-        clear_npss => nva_ctrl_clear_npss(raw);
-        abort_limit_put => nva_ctrl_abort_limit_put(raw);
     }
 
     teardown_calls! {
@@ -347,51 +366,62 @@ impl Ctrl {
     /// The controller's character device (`nvmeN`), for messages; before `init`, the PCI
     /// device.
     pub(crate) fn device(&self) -> &Device {
-        // SAFETY: glue.c returns the character device, which `init` set up and which lives as
-        // long as the controller (type invariant), or before that the PCI device, which the
-        // controller holds a reference to; `Device` is a transparent wrapper of
+        // SAFETY: The controller is valid (type invariant). Its character device, once
+        // `init` set it up, lives as long as the controller; before that the PCI device, which
+        // the controller holds a reference to, stands in. `Device` is a transparent wrapper of
         // `struct device`.
-        unsafe { &*ffi::nva_ctrl_device(self.raw()).cast::<Device>() }
+        unsafe {
+            let chardev = (*self.nvme()).device;
+            let dev = if chardev.is_null() {
+                addr_of_mut!((*(*self.raw()).pdev).dev)
+            } else {
+                chardev
+            };
+            &*dev.cast::<Device>()
+        }
     }
 
     /// The `N` of `nvmeN`.
     pub(crate) fn instance(self) -> u32 {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_instance(self.raw()) as u32 }
+        // SAFETY: The controller is valid; `init` set the field for good.
+        unsafe { (*self.nvme()).instance as u32 }
     }
 
     pub(crate) fn state(self) -> State {
-        // SAFETY: The controller is valid.
-        State::from_raw(unsafe { ffi::nva_ctrl_state(self.raw()) })
+        // SAFETY: The controller is valid; nvme-core changes the state under its lock and
+        // readers read it once without it (`nvme_ctrl_state`).
+        State::from_raw(unsafe { addr_of!((*self.nvme()).state).read_volatile() })
     }
 
     /// Moves to `state` if nvme-core's state machine allows it from the current one.
     pub(crate) fn change_state(self, state: State) -> bool {
         // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_change_state(self.raw(), state.to_raw()) }
+        unsafe { ffi::nvme_change_ctrl_state(self.nvme(), state.to_raw()) }
     }
 
-    /// In a state the controller never leaves for live again.
+    /// In a state the controller never leaves for live again (`nvme_state_terminal`).
     pub(crate) fn is_terminal(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_state_terminal(self.raw()) }
+        matches!(
+            self.state(),
+            State::Deleting | State::DeletingNoIo | State::Dead
+        )
     }
 
     pub(crate) fn has_quirk(self, quirk: Quirk) -> bool {
-        // SAFETY: The controller is valid.
-        Quirks(unsafe { ffi::nva_ctrl_quirks(self.raw()) } as u64).has(quirk)
+        // SAFETY: The controller is valid; `init` set the field for good.
+        Quirks(unsafe { (*self.nvme()).quirks } as u64).has(quirk)
     }
 
     pub(crate) fn set_cap(self, cap: u64) {
         // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_cap(self.raw(), cap) }
+        unsafe { (*self.nvme()).cap = cap };
     }
 
     /// Tells nvme-core how many queues have memory (admin included); it sizes the I/O tag set
     /// from that (`ctrl.queue_count`).
     pub(crate) fn set_allocated_queues(self, n: u32) {
         // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_queue_count_field(self.raw(), n) }
+        unsafe { (*self.nvme()).queue_count = n };
     }
 
     /// The I/O queue size nvme-core gives its tag sets, 0's based; at most 4095, as a tag
@@ -400,46 +430,55 @@ impl Ctrl {
     pub(crate) fn set_sqsize(self, sqsize: u16) {
         const MAX_SQSIZE: u16 = (1 << 12) - 1;
         // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_sqsize(self.raw(), sqsize.min(MAX_SQSIZE)) }
+        unsafe { (*self.nvme()).sqsize = sqsize.min(MAX_SQSIZE) };
     }
 
     pub(crate) fn set_limits(self, max_hw_sectors: u32, max_segments: u32, max_integrity: u32) {
+        let c = self.nvme();
         // SAFETY: The controller is valid; the transport owns these fields.
-        unsafe { ffi::nva_ctrl_set_limits(self.raw(), max_hw_sectors, max_segments, max_integrity) }
+        unsafe {
+            (*c).max_hw_sectors = max_hw_sectors;
+            (*c).max_segments = max_segments;
+            (*c).max_integrity_segments = max_integrity;
+        }
     }
 
     pub(crate) fn set_max_integrity_segments(self, n: u32) {
         // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_max_integrity_segments(self.raw(), n) }
+        unsafe { (*self.nvme()).max_integrity_segments = n };
     }
 
     pub(crate) fn set_numa_node(self, node: i32) {
         // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_numa_node(self.raw(), node) }
+        unsafe { (*self.nvme()).numa_node = node };
     }
 
     /// What Identify asks for as host memory buffer: HMPRE, HMMIN, HMMINDS (in 4 KiB units)
     /// and HMMAXD (descriptors, 0: any number).
     pub(crate) fn host_memory_wanted(self) -> (u32, u32, u32, u16) {
-        let (mut pre, mut min, mut minds, mut maxd) = (0, 0, 0, 0);
-        // SAFETY: The controller is valid; the outputs are valid for writes.
-        unsafe {
-            ffi::nva_ctrl_host_memory_wanted(self.raw(), &mut pre, &mut min, &mut minds, &mut maxd)
-        };
-        (pre, min, minds, maxd)
+        let c = self.nvme();
+        // SAFETY: The controller is valid; nvme-core sets the fields in `init_finish`, which
+        // the same reset work runs before asking.
+        unsafe { ((*c).hmpre, (*c).hmmin, (*c).hmminds, (*c).hmmaxd) }
     }
 
     /// Tells sysfs (`hmb`) whether the controller uses its host memory buffer.
     pub(crate) fn set_hmb_enabled(self, enabled: bool) {
-        // SAFETY: The controller is valid; the transport owns this field.
-        unsafe { ffi::nva_ctrl_set_hmb(self.raw(), enabled) }
+        // SAFETY: The controller is valid; sysfs reads the field once (READ_ONCE), and only
+        // the transport writes it.
+        unsafe { addr_of_mut!((*self.raw()).hmb).write_volatile(enabled) };
     }
 
     /// Gives sysfs the controller's CMBLOC and CMBSZ (`cmb`, `cmbloc`, `cmbsz`; hidden while
     /// CMBSZ is 0); [`Ctrl::update_attrs`] shows them.
     pub(crate) fn set_cmb_registers(self, cmbloc: u32, cmbsz: u32) {
-        // SAFETY: The controller is valid; the transport owns these fields.
-        unsafe { ffi::nva_ctrl_set_cmb_registers(self.raw(), cmbloc, cmbsz) }
+        let c = self.raw();
+        // SAFETY: The controller is valid; sysfs reads each field once (READ_ONCE), and only
+        // the transport writes them.
+        unsafe {
+            addr_of_mut!((*c).cmbloc).write_volatile(cmbloc);
+            addr_of_mut!((*c).cmbsz).write_volatile(cmbsz);
+        }
     }
 
     /// Shows or hides the transport's sysfs attributes after what they show changed
@@ -450,22 +489,27 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_update_attrs(self.raw()) }
     }
 
+    /// CC as nvme-core last wrote it.
+    fn config(self) -> u32 {
+        // SAFETY: The controller is valid; nvme-core writes CC from the transport's own reset
+        // and shutdown paths, which also ask this.
+        unsafe { (*self.nvme()).ctrl_config }
+    }
+
     /// Whether nvme-core last wrote CC with EN set.
     pub(crate) fn is_enabled(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_enabled(self.raw()) }
+        self.config() & ffi::NVME_CC_ENABLE != 0
     }
 
     /// Whether nvme-core last shut the controller down with a normal shutdown notification.
     pub(crate) fn was_shut_down(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_shut_down(self.raw()) }
+        self.config() & ffi::NVME_CC_SHN_NORMAL != 0
     }
 
     /// Whether the controller offers shadow doorbells (Doorbell Buffer Config).
     pub(crate) fn supports_dbbuf(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_dbbuf_supported(self.raw()) }
+        // SAFETY: The controller is valid; Identify set the field in `init_finish`.
+        u32::from(unsafe { (*self.nvme()).oacs }) & ffi::NVME_CTRL_OACS_DBBUF_SUPP != 0
     }
 
     pub(crate) fn supports_sgl(self) -> bool {
@@ -480,31 +524,47 @@ impl Ctrl {
 
     /// The highest power state (Identify Controller NPSS).
     pub(crate) fn npss(self) -> u8 {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_npss(self.raw()) }
+        // SAFETY: The controller is valid; Identify set the field in `init_finish`.
+        unsafe { (*self.nvme()).npss }
+    }
+
+    /// Forgets the highest power state until Identify reads it again (a suspend the
+    /// controller refused, as `pci.c`'s `nvme_suspend`).
+    pub(crate) fn clear_npss(self) {
+        // SAFETY: The controller is valid; nvme-core writes the field only in `init_finish`,
+        // which the frozen controller does not run meanwhile.
+        unsafe { (*self.nvme()).npss = 0 };
     }
 
     /// nvme-core's admin command timeout, in jiffies.
     pub(crate) fn admin_timeout(self) -> usize {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_admin_timeout(self.raw()) as usize }
-    }
-
-    pub(crate) fn has_io_tag_set(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_has_io_tagset(self.raw()) }
+        // SAFETY: The controller is valid; `init` set the field for good.
+        unsafe { (*self.nvme()).admin_timeout as usize }
     }
 
     /// How many queue maps the I/O tag set was made with (0 without one).
     pub(crate) fn io_tag_set_maps(self) -> u32 {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_io_tagset_maps(self.raw()) }
+        // SAFETY: The controller is valid; nvme-core's pointer to the I/O tag set is set and
+        // cleared by the transport's own calls, and points to the tag set inside
+        // `struct nva_ctrl` while set.
+        unsafe {
+            let set = (*self.nvme()).tagset;
+            if set.is_null() {
+                0
+            } else {
+                (*set).nr_maps
+            }
+        }
+    }
+
+    pub(crate) fn has_io_tag_set(self) -> bool {
+        self.io_tag_set_maps() != 0
     }
 
     /// Whether the admin request queue exists.
     pub(crate) fn has_admin_queue(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_has_admin_queue(self.raw()) }
+        // SAFETY: The controller is valid; the transport's own calls set and clear it.
+        !unsafe { (*self.nvme()).admin_q }.is_null()
     }
 
     /// Whether the admin request queue exists and is not being torn down.
@@ -578,17 +638,35 @@ impl Ctrl {
     pub(crate) fn get_features(self, feature: Feature) -> Result<(u32, u32)> {
         let mut result = 0;
         // SAFETY: The controller is valid and `result` is valid for writes; the feature has
-        // no data buffer, which glue.c does not give.
-        let ret = unsafe { ffi::nva_ctrl_get_features(self.raw(), feature.id(), &mut result) };
+        // no data buffer, and none is given.
+        let ret = unsafe {
+            ffi::nvme_get_features(
+                self.nvme(),
+                feature.id(),
+                0,
+                core::ptr::null_mut(),
+                0,
+                core::ptr::from_mut(&mut result).cast(),
+            )
+        };
         to_result(ret.min(0))?;
         Ok((ret as u32, result))
     }
 
     /// Set Features to `value`: the NVMe status (0 is success).
     pub(crate) fn set_features(self, feature: Feature, value: u32) -> Result<u32> {
-        // SAFETY: The controller is valid; the feature has no data buffer, which glue.c does
-        // not give.
-        let ret = unsafe { ffi::nva_ctrl_set_features(self.raw(), feature.id(), value) };
+        // SAFETY: The controller is valid; the feature has no data buffer, and none is given,
+        // nor a place for the result.
+        let ret = unsafe {
+            ffi::nvme_set_features(
+                self.nvme(),
+                feature.id(),
+                value,
+                core::ptr::null_mut(),
+                0,
+                core::ptr::null_mut(),
+            )
+        };
         to_result(ret.min(0))?;
         Ok(ret as u32)
     }
@@ -611,8 +689,14 @@ impl Ctrl {
 
     /// Takes one of the controller's Abort slots (Identify ACL); false when none is left.
     pub(crate) fn abort_limit_take(self) -> bool {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_abort_limit_take(self.raw()) }
+        let limit = self.abort_limit();
+        // SAFETY: The counter is valid and atomic (see `abort_limit`).
+        if unsafe { bindings::atomic_dec_return(limit) } >= 0 {
+            return true;
+        }
+        // SAFETY: As above.
+        unsafe { bindings::atomic_inc(limit) };
+        false
     }
 
     /// Makes the admin tag set, whose requests carry the transport's `T::Iod`; `EBUSY` while

@@ -41,14 +41,10 @@ pub(crate) enum ChannelState {
 
 impl ChannelState {
     pub(super) fn from_raw(raw: u32) -> Self {
-        // SAFETY: Initialised statics of glue.c.
-        let (normal, frozen) = unsafe { (ffi::nva_channel_normal, ffi::nva_channel_frozen) };
-        if raw == normal {
-            Self::Normal
-        } else if raw == frozen {
-            Self::Frozen
-        } else {
-            Self::PermanentFailure
+        match raw {
+            bindings::pci_channel_io_normal => Self::Normal,
+            bindings::pci_channel_io_frozen => Self::Frozen,
+            _ => Self::PermanentFailure,
         }
     }
 }
@@ -64,14 +60,11 @@ pub(crate) enum ErsResult {
 
 impl ErsResult {
     pub(super) fn to_raw(self) -> u32 {
-        // SAFETY: Initialised statics of glue.c.
-        unsafe {
-            match self {
-                Self::CanRecover => ffi::nva_ers_can_recover,
-                Self::NeedReset => ffi::nva_ers_need_reset,
-                Self::Disconnect => ffi::nva_ers_disconnect,
-                Self::Recovered => ffi::nva_ers_recovered,
-            }
+        match self {
+            Self::CanRecover => bindings::pci_ers_result_PCI_ERS_RESULT_CAN_RECOVER,
+            Self::NeedReset => bindings::pci_ers_result_PCI_ERS_RESULT_NEED_RESET,
+            Self::Disconnect => bindings::pci_ers_result_PCI_ERS_RESULT_DISCONNECT,
+            Self::Recovered => bindings::pci_ers_result_PCI_ERS_RESULT_RECOVERED,
         }
     }
 }
