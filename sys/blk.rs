@@ -9,7 +9,11 @@
 use core::{
     marker::PhantomData,
     mem::MaybeUninit,
-    ptr::NonNull, //
+    ptr::{
+        addr_of,
+        addr_of_mut,
+        NonNull, //
+    },
 };
 use kernel::{
     bindings,
@@ -136,11 +140,24 @@ impl<P> Request<P> {
         self.rq.as_ptr()
     }
 
-    /// The address `offset` bytes into the request's allocation (the PDU follows the request).
-    fn at(&self, offset: usize) -> *mut u8 {
-        // SAFETY: `offset` is one of glue.c's offsets into the request's allocation (the
-        // request and its PDU, which blk-mq allocates together), so the result stays inside it.
-        unsafe { self.raw().cast::<u8>().add(offset) }
+    /// glue.c's part of the PDU (`struct nva_iod`), which blk-mq allocates right after the
+    /// request (`blk_mq_rq_to_pdu`).
+    fn iod(&self) -> *mut ffi::nva_iod {
+        // SAFETY: The request is live (type invariant): its allocation holds the PDU after it.
+        unsafe { self.raw().add(1).cast() }
+    }
+
+    /// nvme-core's part of the PDU (`nvme_req`), the first member of glue.c's.
+    fn nvme(&self) -> *mut ffi::nvme_request {
+        // SAFETY: The PDU is in bounds (see `iod`).
+        unsafe { addr_of_mut!((*self.iod()).req) }
+    }
+
+    /// The request's NVMe command (`nvme_req(rq)->cmd`, which `init_request` points there).
+    fn command_ptr(&self) -> *mut Command {
+        // SAFETY: The PDU is in bounds (see `iod`); the command is a 64-byte
+        // `struct nvme_command` (checked in glue.c), whose layout `Command` has.
+        unsafe { addr_of_mut!((*self.iod()).cmd).cast() }
     }
 }
 
@@ -167,7 +184,7 @@ impl<P: Default> Request<P> {
         // SAFETY: The request is mapped to a hardware queue of a tag set of `T`, whose driver
         // data `init_hctx` set to a queue `T` owns until `free_ctrl`, which cannot come while
         // blk-mq runs a callback of the tag set (the caller's promise).
-        unsafe { &*ffi::nva_rq_queue(self.raw()).cast::<T::Queue>() }
+        unsafe { &*(*(*self.raw()).mq_hctx).driver_data.cast::<T::Queue>() }
     }
 
     /// The transport's per-request data.
@@ -175,24 +192,27 @@ impl<P: Default> Request<P> {
         // SAFETY: glue.c places a `P` after its part of the PDU, aligned for it (`check_pdu`);
         // the holder has exclusive use of it (type invariant). blk-mq allocates the PDU with
         // the request, and `init_request` gives it a valid value (`init_pdu`) before any use.
-        unsafe { &mut *self.at(ffi::nva_iod_rust_offset).cast::<P>() }
+        unsafe { &mut *self.transport_data() }
+    }
+
+    /// Where the transport's data sits: the flexible array that ends glue.c's part.
+    fn transport_data(&self) -> *mut P {
+        // SAFETY: The PDU is in bounds (see `iod`), and the tag set was made with room for a
+        // `P` after glue.c's part (type invariant).
+        unsafe { addr_of_mut!((*self.iod()).rust).cast() }
     }
 
     /// Resets the transport's data for a new command.
     pub(crate) fn init_pdu(&mut self) {
         // SAFETY: As in `pdu`; the old contents (plain data) are overwritten without reading.
-        unsafe {
-            self.at(ffi::nva_iod_rust_offset)
-                .cast::<P>()
-                .write(P::default())
-        };
+        unsafe { self.transport_data().write(P::default()) };
     }
 
     /// The NVMe command nvme-core built for the request, to point at the request's data.
     pub(crate) fn command(&mut self) -> CommandPointers<'_> {
-        // SAFETY: The PDU holds a 64-byte `struct nvme_command` (checked in glue.c) with no
-        // other user while the driver holds the request; `Command` has the same layout.
-        CommandPointers(unsafe { &mut *self.at(ffi::nva_iod_cmd_offset).cast::<Command>() })
+        // SAFETY: The command has no other user while the driver holds the request (see
+        // `command_ptr`).
+        CommandPointers(unsafe { &mut *self.command_ptr() })
     }
 
     /// When the block layer started accounting the request, on [`clock_ns`]'s clock, if that
@@ -217,23 +237,69 @@ impl<P: Default> Request<P> {
     getters! {
         /// The NVMe command identifier (tag plus generation).
         command_id -> u16 = nva_rq_cid;
-        opcode -> u8 = nva_rq_opcode;
-        bytes -> u32 = nva_rq_bytes;
         /// The bytes of data to transfer (differs from `bytes` for discards).
         payload_bytes -> u32 = nva_rq_payload_bytes;
         nr_phys_segments -> u16 = nva_rq_nr_phys_segments;
-        nr_integrity_segments -> u16 = nva_rq_nr_integrity_segments;
         has_integrity -> bool = nva_rq_has_integrity;
-        /// A passthrough command from user space.
-        is_user_command -> bool = nva_rq_is_user_cmd;
         /// Whether the data has gaps a PRP list cannot describe.
         has_gaps_within_page -> bool = nva_rq_gaps_within_page;
-        /// How many times nvme-core retried the command (after an error or a reset).
-        retries -> u8 = nva_rq_retries;
-        /// Still on the device, as far as blk-mq knows.
-        is_in_flight -> bool = nva_rq_in_flight;
-        /// An Abort was sent for this submission of the command ([`Self::mark_aborted`]).
-        is_aborted -> bool = nva_rq_aborted;
+    }
+
+    pub(crate) fn opcode(&self) -> u8 {
+        // SAFETY: The command is valid (see `command_ptr`); nvme-core wrote it before issuing
+        // the request and nothing changes its opcode while the driver holds it.
+        unsafe { (*self.command_ptr()).opcode }
+    }
+
+    pub(crate) fn bytes(&self) -> u32 {
+        // SAFETY: The request is live (type invariant); the block layer changes its length
+        // only while it owns the request (`blk_rq_bytes`).
+        unsafe { (*self.raw()).__data_len }
+    }
+
+    pub(crate) fn nr_integrity_segments(&self) -> u16 {
+        // SAFETY: As in `bytes`.
+        unsafe { (*self.raw()).nr_integrity_segments }
+    }
+
+    /// nvme-core's flags of the request (`NVME_REQ_*`).
+    fn nvme_flags(&self) -> u32 {
+        // SAFETY: nvme-core's part is valid (see `nvme`); it clears the flags when it sets up
+        // the command, and the timeout handler sets them, not concurrently with this holder.
+        u32::from(unsafe { (*self.nvme()).flags })
+    }
+
+    /// A passthrough command from user space.
+    pub(crate) fn is_user_command(&self) -> bool {
+        self.nvme_flags() & ffi::NVME_REQ_USERCMD != 0
+    }
+
+    /// How many times nvme-core retried the command (after an error or a reset).
+    pub(crate) fn retries(&self) -> u8 {
+        // SAFETY: nvme-core's part is valid (see `nvme`); nvme-core counts retries only
+        // while it owns the request.
+        unsafe { (*self.nvme()).retries }
+    }
+
+    /// Still on the device, as far as blk-mq knows (`blk_mq_rq_state`).
+    pub(crate) fn is_in_flight(&self) -> bool {
+        // SAFETY: The request is live (type invariant); blk-mq changes the state with
+        // WRITE_ONCE and readers read it once.
+        let state = unsafe { addr_of!((*self.raw()).state).read_volatile() };
+        state == bindings::mq_rq_state_MQ_RQ_IN_FLIGHT
+    }
+
+    /// glue.c's mark that an Abort was sent for this submission of the command, set by the
+    /// timeout handler while the command may complete.
+    fn aborted(&self) -> *mut bool {
+        // SAFETY: The PDU is in bounds (see `iod`).
+        unsafe { addr_of_mut!((*self.iod()).aborted) }
+    }
+
+    /// An Abort was sent for this submission of the command ([`Self::mark_aborted`]).
+    pub(crate) fn is_aborted(&self) -> bool {
+        // SAFETY: The mark is valid (see `aborted`), read and written whole and volatile.
+        unsafe { self.aborted().read_volatile() }
     }
 
     /// The block operation's name, for messages.
@@ -260,8 +326,9 @@ impl<P: Default> Request<P> {
     /// Deals with a request the controller cannot take in its state: gives it back to be
     /// retried, or nvme-core ends it with a host path error (`Ok`).
     pub(crate) fn fail_nonready(self) -> Result<(), Rejected> {
-        // SAFETY: The request is live and not started.
-        Status::from_raw(unsafe { ffi::nva_rq_fail_nonready(self.raw()) }).map_err(Rejected)
+        // SAFETY: The request is live and not started; `init_request` set its controller.
+        let status = unsafe { ffi::nvme_fail_nonready_command((*self.nvme()).ctrl, self.raw()) };
+        Status::from_raw(status).map_err(Rejected)
     }
 
     /// Ends a started request that never reached the controller with a host path error:
@@ -269,13 +336,19 @@ impl<P: Default> Request<P> {
     pub(crate) fn fail_host_path(self) {
         // SAFETY: The request is live, started and not on the controller; its data is unmapped
         // and its command cleaned up. It goes back to nvme-core here.
-        unsafe { ffi::nva_rq_fail_host_path(self.raw()) }
+        unsafe { ffi::nvme_host_path_error(self.raw()) };
     }
 
     /// Has nvme-core build the request's command; clears the abort mark of its last submission.
     pub(crate) fn setup_command(&mut self) -> Result<(), Status> {
-        // SAFETY: The request is live and not started.
-        Status::from_raw(unsafe { ffi::nva_rq_setup_cmd(self.raw()) })
+        // SAFETY: The request is live and not started, so no timeout handler looks at the
+        // mark; its request queue's data is its namespace (or null for the admin queue), as
+        // nvme-core's queues have it.
+        let status = unsafe {
+            self.aborted().write(false);
+            ffi::nvme_setup_cmd((*(*self.raw()).q).queuedata.cast(), self.raw())
+        };
+        Status::from_raw(status)
     }
 
     /// Undoes `setup_command` for a request that will not be issued.
@@ -292,14 +365,16 @@ impl<P: Default> Request<P> {
 
     /// Marks a request the timeout handler gives up on, so that it is not retried.
     pub(crate) fn mark_cancelled(&self) {
-        // SAFETY: The request is live.
-        unsafe { ffi::nva_rq_mark_cancelled(self.raw()) }
+        let flags = self.nvme_flags() | ffi::NVME_REQ_CANCELLED;
+        // SAFETY: nvme-core's part is valid (see `nvme`); as `nvme_flags` says, the timeout
+        // handler is the only writer meanwhile.
+        unsafe { (*self.nvme()).flags = flags as u8 };
     }
 
     /// Marks a request whose command the timeout handler sent an Abort for.
     pub(crate) fn mark_aborted(&self) {
-        // SAFETY: The request is live.
-        unsafe { ffi::nva_rq_mark_aborted(self.raw()) }
+        // SAFETY: The mark is valid (see `aborted`), read and written whole and volatile.
+        unsafe { self.aborted().write_volatile(true) };
     }
 
     /// Traces the submission queue head the device reported with the request's completion,
@@ -389,8 +464,9 @@ impl<P: Default> InFlight<P> {
 
     /// The transport of the request's controller.
     pub(super) fn transport_ptr(&self) -> *mut core::ffi::c_void {
-        // SAFETY: The request is live and belongs to an nvme-core controller of ours.
-        unsafe { ffi::nva_rq_transport(self.0.raw()) }
+        // SAFETY: The request is live and belongs to one of our controllers, whose
+        // `struct nvme_ctrl` is the first member of a `struct nva_ctrl` (glue.c asserts it).
+        unsafe { (*(*self.0.nvme()).ctrl.cast::<ffi::NvaCtrl>()).transport }
     }
 }
 

@@ -9,9 +9,10 @@
 //!
 //! C header: `sys/glue.h`
 
-// Generated code, linted as the kernel crate's bindings are: C's names, no docs, and
+// Generated code, linted as the kernel crate's bindings are: C's names, no docs,
 // `improper_ctypes` for kernel structs bindgen gives zero-sized fields (lockdep keys, empty
-// arrays), which only ever sit behind pointers.
+// arrays), which only ever sit behind pointers, and bindgen's own accessors of flexible arrays
+// (unsafe calls in unsafe functions).
 #[allow(
     dead_code,
     improper_ctypes,
@@ -20,6 +21,7 @@
     non_snake_case,
     non_upper_case_globals,
     unreachable_pub,
+    unsafe_op_in_unsafe_fn,
     clippy::all,
     clippy::pedantic,
     clippy::undocumented_unsafe_blocks

@@ -47,22 +47,6 @@ static_assert(offsetof(struct nva_ctrl, ctrl) == 0);
 
 #define NVA_WATCHING_CPUS 0
 
-/*
- * Per-request data. nvme-core's part comes first (nvme_req() is the PDU itself), then the
- * command it builds and the DMA mapping state of the block layer's iterators, then the Rust
- * part, whose size Rust gives when the tag set is allocated.
- */
-struct nva_iod {
-	struct nvme_request req;
-	struct nvme_command cmd;
-	struct dma_iova_state dma_state;
-	struct dma_iova_state meta_dma_state;
-	struct blk_dma_iter iter;
-	/* An Abort was sent for the command: its next timeout resets the controller. */
-	bool aborted;
-	u64 rust[];
-};
-
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
 	return container_of(ctrl, struct nva_ctrl, ctrl);
@@ -73,17 +57,7 @@ static struct nva_iod *iod_of(struct request *rq)
 	return blk_mq_rq_to_pdu(rq);
 }
 
-/* ---------------------------------------------------------------------------------------
- * Constants bindgen cannot give Rust: offsets into this file's PDU, and block statuses (macros
- * with casts). The others come from the headers through bindgen.
- */
-/*
- * Where the PDU's command and Rust part sit, counted from the request: Rust computes the
- * pointers itself on the I/O path instead of calling here for each.
- */
-const size_t nva_iod_cmd_offset = sizeof(struct request) + offsetof(struct nva_iod, cmd);
-const size_t nva_iod_rust_offset = sizeof(struct request) + offsetof(struct nva_iod, rust);
-
+/* Block statuses, which bindgen cannot give Rust (macros with casts). */
 const u8 nva_sts_ioerr = BLK_STS_IOERR;
 const u8 nva_sts_resource = BLK_STS_RESOURCE;
 const u8 nva_sts_again = BLK_STS_AGAIN;
@@ -313,36 +287,9 @@ size_t nva_rq_list_size(void)
 	return sizeof(struct rq_list);
 }
 
-nva_io_path void *nva_rq_queue(struct request *rq)
-{
-	return rq->mq_hctx->driver_data;
-}
-
-void *nva_rq_transport(struct request *rq)
-{
-	return to_nva(nvme_req(rq)->ctrl)->transport;
-}
-
 nva_io_path bool nva_rq_check_ready(struct request *rq)
 {
 	return nvme_check_ready(nvme_req(rq)->ctrl, rq, true);
-}
-
-blk_status_t nva_rq_fail_nonready(struct request *rq)
-{
-	return nvme_fail_nonready_command(nvme_req(rq)->ctrl, rq);
-}
-
-void nva_rq_fail_host_path(struct request *rq)
-{
-	nvme_host_path_error(rq);
-}
-
-nva_io_path blk_status_t nva_rq_setup_cmd(struct request *rq)
-{
-	/* The request is not started: no timeout handler looks at it now. */
-	iod_of(rq)->aborted = false;
-	return nvme_setup_cmd(rq->q->queuedata, rq);
 }
 
 nva_io_path void nva_rq_start(struct request *rq)
@@ -355,19 +302,9 @@ u16 nva_rq_cid(struct request *rq)
 	return nvme_cid(rq);
 }
 
-u8 nva_rq_opcode(struct request *rq)
-{
-	return nvme_req(rq)->cmd->common.opcode;
-}
-
 const char *nva_rq_op_name(struct request *rq)
 {
 	return blk_op_str(req_op(rq));
-}
-
-unsigned int nva_rq_bytes(struct request *rq)
-{
-	return blk_rq_bytes(rq);
 }
 
 unsigned int nva_rq_payload_bytes(struct request *rq)
@@ -380,50 +317,14 @@ nva_io_path unsigned short nva_rq_nr_phys_segments(struct request *rq)
 	return blk_rq_nr_phys_segments(rq);
 }
 
-unsigned short nva_rq_nr_integrity_segments(struct request *rq)
-{
-	return rq->nr_integrity_segments;
-}
-
 nva_io_path bool nva_rq_has_integrity(struct request *rq)
 {
 	return blk_integrity_rq(rq);
 }
 
-nva_io_path bool nva_rq_is_user_cmd(struct request *rq)
-{
-	return nvme_req(rq)->flags & NVME_REQ_USERCMD;
-}
-
-/* How many times nvme-core retried the request's command. */
-nva_io_path u8 nva_rq_retries(struct request *rq)
-{
-	return nvme_req(rq)->retries;
-}
-
-void nva_rq_mark_cancelled(struct request *rq)
-{
-	nvme_req(rq)->flags |= NVME_REQ_CANCELLED;
-}
-
-void nva_rq_mark_aborted(struct request *rq)
-{
-	WRITE_ONCE(iod_of(rq)->aborted, true);
-}
-
-bool nva_rq_aborted(struct request *rq)
-{
-	return READ_ONCE(iod_of(rq)->aborted);
-}
-
 nva_io_path bool nva_rq_gaps_within_page(struct request *rq)
 {
 	return req_phys_gap_mask(rq) & (NVME_CTRL_PAGE_SIZE - 1);
-}
-
-bool nva_rq_in_flight(struct request *rq)
-{
-	return blk_mq_rq_state(rq) == MQ_RQ_IN_FLIGHT;
 }
 
 /* Sends an admin Abort for @rq's command without waiting; its end calls nva_rust_abort_done. */
@@ -463,7 +364,7 @@ int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid)
 static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error,
 					 const struct io_comp_batch *iob)
 {
-	nva_rust_delete_done(nva_rq_transport(req), (u16)(uintptr_t)req->end_io_data, error);
+	nva_rust_delete_done(to_nva(nvme_req(req)->ctrl)->transport, (u16)(uintptr_t)req->end_io_data, error);
 	blk_mq_free_request(req);
 	return RQ_END_IO_NONE;
 }

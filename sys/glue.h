@@ -7,6 +7,7 @@
 #ifndef NVA_GLUE_H
 #define NVA_GLUE_H
 
+#include <linux/blk-mq-dma.h>
 #include <linux/blk-mq.h>
 #include <linux/completion.h>
 #include <linux/dmapool.h>
@@ -35,6 +36,22 @@ struct nva_ctrl {
 	u32 cmbsz;
 	/* The controller uses its host memory buffer (sysfs "hmb"). */
 	bool hmb;
+};
+
+/*
+ * Per-request data. nvme-core's part comes first (nvme_req() is the PDU itself), then the
+ * command it builds and the DMA mapping state of the block layer's iterators, then the Rust
+ * part, whose size Rust gives when the tag set is allocated.
+ */
+struct nva_iod {
+	struct nvme_request req;
+	struct nvme_command cmd;
+	struct dma_iova_state dma_state;
+	struct dma_iova_state meta_dma_state;
+	struct blk_dma_iter iter;
+	/* An Abort was sent for the command: its next timeout resets the controller. */
+	bool aborted;
+	u64 rust[];
 };
 
 /* One mapped DMA range, as the iterators hand them out. */
@@ -82,8 +99,6 @@ void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 int nva_rust_set_host_memory(void *t, bool enable);
 
-extern const size_t nva_iod_cmd_offset;
-extern const size_t nva_iod_rust_offset;
 extern const u8 nva_sts_ioerr;
 extern const u8 nva_sts_resource;
 extern const u8 nva_sts_again;
@@ -118,28 +133,14 @@ struct request *nva_rq_list_pop(struct rq_list *list);
 void nva_rq_list_add_tail(struct rq_list *list, struct request *rq);
 void nva_rq_list_init(struct rq_list *list);
 size_t nva_rq_list_size(void);
-void *nva_rq_queue(struct request *rq);
-void *nva_rq_transport(struct request *rq);
 bool nva_rq_check_ready(struct request *rq);
-blk_status_t nva_rq_fail_nonready(struct request *rq);
-void nva_rq_fail_host_path(struct request *rq);
-blk_status_t nva_rq_setup_cmd(struct request *rq);
 void nva_rq_start(struct request *rq);
 u16 nva_rq_cid(struct request *rq);
-u8 nva_rq_opcode(struct request *rq);
 const char *nva_rq_op_name(struct request *rq);
-unsigned int nva_rq_bytes(struct request *rq);
 unsigned int nva_rq_payload_bytes(struct request *rq);
 unsigned short nva_rq_nr_phys_segments(struct request *rq);
-unsigned short nva_rq_nr_integrity_segments(struct request *rq);
 bool nva_rq_has_integrity(struct request *rq);
-bool nva_rq_is_user_cmd(struct request *rq);
-u8 nva_rq_retries(struct request *rq);
-void nva_rq_mark_cancelled(struct request *rq);
-void nva_rq_mark_aborted(struct request *rq);
-bool nva_rq_aborted(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
-bool nva_rq_in_flight(struct request *rq);
 int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid);
 int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid);
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
