@@ -702,8 +702,8 @@ impl QueueMaps<'_> {
 
     /// Whether the tag set has a map of this kind.
     pub(crate) fn has(&self, kind: MapKind) -> bool {
-        // SAFETY: The tag set is valid.
-        kind.raw() < unsafe { ffi::nva_map_count(self.set.as_ptr()) }
+        // SAFETY: The tag set is valid (type invariant).
+        kind.raw() < unsafe { (*self.set.as_ptr()).nr_maps }
     }
 
     /// Gives map `kind` `nr_queues` hardware queues from `queue_offset` on, spread over the
@@ -720,18 +720,35 @@ impl QueueMaps<'_> {
         if !self.has(kind) {
             return;
         }
-        let set = self.set.as_ptr();
-        // SAFETY: The tag set is valid and has map `kind`; blk-mq calls map_queues with the
-        // maps' CPU tables allocated; glue.c checks that the queues exist, so the CPU tables
-        // name only queues of the tag set.
+        // SAFETY: The tag set is valid and being mapped, so nothing else uses its maps (type
+        // invariant), and it has map `kind`.
+        let (set, map) = unsafe {
+            let set = &mut *self.set.as_ptr();
+            let nr_hw_queues = set.nr_hw_queues;
+            (nr_hw_queues, &mut set.map[kind.raw() as usize])
+        };
+        if warn_on!(queue_offset > set || nr_queues > set - queue_offset) {
+            // blk-mq cleared the CPU table before map_queues: every CPU goes to the first
+            // queue of the default map, and the other maps get none.
+            map.nr_queues = u32::from(kind == MapKind::Default);
+            map.queue_offset = 0;
+            return;
+        }
+        map.nr_queues = nr_queues;
+        map.queue_offset = queue_offset;
+        if nr_queues == 0 {
+            return;
+        }
+        // SAFETY: blk-mq calls map_queues with the maps' CPU tables allocated; the queues were
+        // checked to exist, so the CPU tables name only queues of the tag set. The controller
+        // is live (type invariant) and holds its PCI device.
         unsafe {
-            let set_queues = ffi::nva_map_set(set, kind.raw(), nr_queues, queue_offset);
-            if warn_on!(set_queues != 0) || nr_queues == 0 {
-                return;
-            }
             match vector_offset {
-                Some(v) => ffi::nva_map_hw_queues(self.ctrl.as_ptr(), set, kind.raw(), v),
-                None => ffi::nva_map_queues_plain(set, kind.raw()),
+                Some(v) => {
+                    let dev = addr_of_mut!((*(*self.ctrl.as_ptr()).pdev).dev);
+                    bindings::blk_mq_map_hw_queues(map, dev, v)
+                }
+                None => bindings::blk_mq_map_queues(map),
             }
         }
     }

@@ -342,8 +342,9 @@ impl DmaPool {
         let origin = Origin::new_pool(size / 8)?;
         let (name, node) = (name.as_char_ptr(), node.index() as i32);
         // SAFETY: `f` is a bound device; `name` is a static string; `node` is a node the
-        // kernel knows.
-        let pool = unsafe { ffi::nva_dma_pool_create(name, f.raw(), size, align, node) };
+        // kernel knows; no boundary.
+        let pool =
+            unsafe { bindings::dma_pool_create_node(name, f.dma_dev(), size, align, 0, node) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
             origin,
@@ -354,7 +355,8 @@ impl DmaPool {
     pub(crate) fn alloc(&self) -> Option<PoolBlock> {
         let mut dma = 0;
         // SAFETY: The pool is valid; `dma` is valid for writes.
-        let cpu = unsafe { ffi::nva_dma_pool_alloc(self.pool.as_ptr(), &mut dma) };
+        let cpu =
+            unsafe { bindings::dma_pool_alloc(self.pool.as_ptr(), bindings::GFP_ATOMIC, &mut dma) };
         Some(PoolBlock {
             cpu: NonNull::new(cpu.cast::<u64>())?,
             dma,
@@ -499,6 +501,11 @@ impl<T: Send + Sync + 'static> Unbindable<T> {
     }
 }
 
+/// How a block of [`DeviceMemory`] is allocated and freed: no kernel mapping, and no warning
+/// when a large block cannot be had (the host memory buffer tries smaller ones next).
+const DEVICE_ONLY: usize =
+    (bindings::DMA_ATTR_NO_KERNEL_MAPPING | bindings::DMA_ATTR_NO_WARN) as usize;
+
 /// How [`DeviceMemory`] was allocated.
 enum DeviceMemoryKind {
     /// One block (`dma_alloc_attrs`), by the cookie it returned.
@@ -530,7 +537,15 @@ impl DeviceMemory {
     pub(crate) fn alloc(pci: &Function, len: usize) -> Option<Self> {
         let mut dma = 0;
         // SAFETY: `pdev` is live; `dma` is valid for writes.
-        let cookie = unsafe { ffi::nva_dma_alloc_device_only(pci.raw(), len, &mut dma) };
+        let cookie = unsafe {
+            bindings::dma_alloc_attrs(
+                pci.dma_dev(),
+                len,
+                &mut dma,
+                bindings::GFP_KERNEL,
+                DEVICE_ONLY,
+            )
+        };
         Some(Self {
             pci: pci.clone(),
             kind: DeviceMemoryKind::Block(NonNull::new(cookie)?),
@@ -542,12 +557,18 @@ impl DeviceMemory {
     /// `len` bytes the device sees as one range: behind an IOMMU that merges pages, pages
     /// anywhere; without one, a contiguous block. `None` when memory is short.
     pub(crate) fn alloc_merged(pci: &Function, len: usize) -> Option<Self> {
-        let mut dma = 0;
-        // SAFETY: `pdev` is live; `dma` is valid for writes.
-        let sgt = unsafe { ffi::nva_dma_alloc_merged(pci.raw(), len, &mut dma) };
+        let dir = bindings::dma_data_direction::DMA_BIDIRECTIONAL;
+        // SAFETY: `pdev` is live.
+        let sgt = unsafe {
+            bindings::dma_alloc_noncontiguous(pci.dma_dev(), len, dir, bindings::GFP_KERNEL, 0)
+        };
+        let sgt = NonNull::new(sgt)?;
+        // SAFETY: A table `dma_alloc_noncontiguous` made maps the pages as one range: its first
+        // entry's address (`sg_dma_address`).
+        let dma = unsafe { (*(*sgt.as_ptr()).sgl).dma_address };
         Some(Self {
             pci: pci.clone(),
-            kind: DeviceMemoryKind::Merged(NonNull::new(sgt)?),
+            kind: DeviceMemoryKind::Merged(sgt),
             dma,
             len,
         })
@@ -565,11 +586,13 @@ impl Drop for DeviceMemory {
             // SAFETY: Allocated for `pci` with this size and address (type invariant), freed
             // once.
             DeviceMemoryKind::Block(cookie) => unsafe {
-                ffi::nva_dma_free_device_only(self.pci.raw(), self.len, cookie.as_ptr(), self.dma)
+                let dev = self.pci.dma_dev();
+                bindings::dma_free_attrs(dev, self.len, cookie.as_ptr(), self.dma, DEVICE_ONLY)
             },
             // SAFETY: As above.
             DeviceMemoryKind::Merged(sgt) => unsafe {
-                ffi::nva_dma_free_merged(self.pci.raw(), self.len, sgt.as_ptr())
+                let dir = bindings::dma_data_direction::DMA_BIDIRECTIONAL;
+                bindings::dma_free_noncontiguous(self.pci.dma_dev(), self.len, sgt.as_ptr(), dir)
             },
         }
     }

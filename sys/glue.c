@@ -181,46 +181,6 @@ void nva_remove_io_tag_set(struct nva_ctrl *c)
 	c->ctrl.tagset = NULL;
 }
 
-void nva_update_nr_hw_queues(struct nva_ctrl *c, unsigned int nr)
-{
-	if (c->tagset.tags)
-		blk_mq_update_nr_hw_queues(&c->tagset, nr);
-}
-
-/*
- * Sets the queue counts of map @type of a tag set being mapped. For queues the tag set does not
- * have, -EINVAL: the default map then sends every CPU to the first queue (blk-mq cleared the
- * CPU table before map_queues), the other maps get none.
- */
-int nva_map_set(struct blk_mq_tag_set *set, unsigned int type, unsigned int nr_queues,
-		unsigned int queue_offset)
-{
-	if (queue_offset > set->nr_hw_queues || nr_queues > set->nr_hw_queues - queue_offset) {
-		set->map[type].nr_queues = type == HCTX_TYPE_DEFAULT;
-		set->map[type].queue_offset = 0;
-		return -EINVAL;
-	}
-	set->map[type].nr_queues = nr_queues;
-	set->map[type].queue_offset = queue_offset;
-	return 0;
-}
-
-unsigned int nva_map_count(struct blk_mq_tag_set *set)
-{
-	return set->nr_maps;
-}
-
-void nva_map_hw_queues(struct nva_ctrl *c, struct blk_mq_tag_set *set, unsigned int type,
-		       unsigned int vector_offset)
-{
-	blk_mq_map_hw_queues(&set->map[type], &c->pdev->dev, vector_offset);
-}
-
-void nva_map_queues_plain(struct blk_mq_tag_set *set, unsigned int type)
-{
-	blk_mq_map_queues(&set->map[type]);
-}
-
 /* The request behind command identifier @cid, if its generation matches. */
 nva_io_path struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
 {
@@ -280,11 +240,6 @@ nva_io_path void nva_rq_list_add_tail(struct rq_list *list, struct request *rq)
 nva_io_path void nva_rq_list_init(struct rq_list *list)
 {
 	rq_list_init(list);
-}
-
-size_t nva_rq_list_size(void)
-{
-	return sizeof(struct rq_list);
 }
 
 nva_io_path bool nva_rq_check_ready(struct request *rq)
@@ -568,21 +523,6 @@ void nva_vec_pool_destroy(mempool_t *pool)
 	mempool_destroy(pool);
 }
 
-struct dma_pool *nva_dma_pool_create(const char *name, struct pci_dev *pdev, size_t size,
-				     size_t align, int node)
-{
-	return dma_pool_create_node(name, &pdev->dev, size, align, 0, node);
-}
-
-void *nva_dma_pool_alloc(struct dma_pool *pool, u64 *dma)
-{
-	dma_addr_t addr;
-	void *p = dma_pool_alloc(pool, GFP_ATOMIC, &addr);
-
-	*dma = addr;
-	return p;
-}
-
 /* ---------------------------------------------------------------------------------------
  * PCI and interrupts.
  */
@@ -650,19 +590,9 @@ bool nva_pci_is_enabled(struct pci_dev *pdev)
 	return pci_is_enabled(pdev);
 }
 
-bool nva_pci_msix_enabled(struct pci_dev *pdev)
-{
-	return pdev->msix_enabled;
-}
-
 bool nva_pci_channel_offline(struct pci_dev *pdev)
 {
 	return pci_channel_offline(pdev);
-}
-
-bool nva_pci_error_state_normal(struct pci_dev *pdev)
-{
-	return pdev->error_state == pci_channel_io_normal;
 }
 
 bool nva_pci_disconnected(struct pci_dev *pdev)
@@ -670,20 +600,9 @@ bool nva_pci_disconnected(struct pci_dev *pdev)
 	return pci_dev_is_disconnected(pdev);
 }
 
-unsigned int nva_possible_queues(void)
-{
-	return blk_mq_num_possible_queues(0);
-}
-
 const char *nva_pci_name(struct pci_dev *pdev)
 {
 	return pci_name(pdev);
-}
-
-/* Forgets the saved config space, so that the PCI core controls the device's power. */
-void nva_pci_discard_saved_state(struct pci_dev *pdev)
-{
-	pci_load_saved_state(pdev, NULL);
 }
 
 int nva_pci_numa_node(struct pci_dev *pdev)
@@ -753,54 +672,10 @@ void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size)
 	pci_free_p2pmem(pdev, p, size);
 }
 
-/*
- * Memory only the device uses (a host memory buffer's chunk): no kernel mapping, and no
- * warning when a large chunk cannot be had (smaller ones are tried next).
- */
-void *nva_dma_alloc_device_only(struct pci_dev *pdev, size_t size, u64 *dma)
-{
-	dma_addr_t addr;
-	void *p = dma_alloc_attrs(&pdev->dev, size, &addr, GFP_KERNEL,
-				  DMA_ATTR_NO_KERNEL_MAPPING | DMA_ATTR_NO_WARN);
-
-	*dma = p ? addr : 0;
-	return p;
-}
-
-void nva_dma_free_device_only(struct pci_dev *pdev, size_t size, void *p, u64 dma)
-{
-	dma_free_attrs(&pdev->dev, size, p, dma, DMA_ATTR_NO_KERNEL_MAPPING | DMA_ATTR_NO_WARN);
-}
-
-/* Pages the IOMMU maps as one range; its bus address in @dma. */
-struct sg_table *nva_dma_alloc_merged(struct pci_dev *pdev, size_t size, u64 *dma)
-{
-	struct sg_table *sgt = dma_alloc_noncontiguous(&pdev->dev, size, DMA_BIDIRECTIONAL,
-						       GFP_KERNEL, 0);
-
-	*dma = sgt ? sg_dma_address(sgt->sgl) : 0;
-	return sgt;
-}
-
-void nva_dma_free_merged(struct pci_dev *pdev, size_t size, struct sg_table *sgt)
-{
-	dma_free_noncontiguous(&pdev->dev, size, sgt, DMA_BIDIRECTIONAL);
-}
-
-unsigned long nva_dma_merge_boundary(struct pci_dev *pdev)
-{
-	return dma_get_merge_boundary(&pdev->dev);
-}
-
 /* The largest block the page allocator hands out. */
 u64 nva_max_block_size(void)
 {
 	return PAGE_SIZE * MAX_ORDER_NR_PAGES;
-}
-
-u64 nva_dma_opt_mapping_size(struct pci_dev *pdev)
-{
-	return dma_opt_mapping_size(&pdev->dev);
 }
 
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask)
@@ -817,11 +692,6 @@ int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min
 void nva_reinit_completion(struct completion *x)
 {
 	reinit_completion(x);
-}
-
-size_t nva_completion_size(void)
-{
-	return sizeof(struct completion);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ impl Quirks {
 /// Blk-mq hardware queues: one per possible CPU.
 pub(crate) fn possible_queues() -> u32 {
     // SAFETY: Reads the CPU masks only.
-    unsafe { ffi::nva_possible_queues() }
+    unsafe { bindings::blk_mq_num_possible_queues(0) }
 }
 
 /// The admin queue's depth, and the command identifier of the asynchronous event request.
@@ -724,8 +724,20 @@ impl Ctrl {
     /// Changes the number of hardware queues of the I/O tag set (frozen queues only); nothing
     /// without one.
     pub(crate) fn update_nr_hw_queues(self, nr: u32) {
-        // SAFETY: The controller is valid; glue.c checks that it has an I/O tag set.
-        unsafe { ffi::nva_update_nr_hw_queues(self.raw(), nr) }
+        let set = self.io_tag_set();
+        // SAFETY: The controller is valid; the tag set is set up while its tags exist (until
+        // `blk_mq_free_tag_set` clears them).
+        unsafe {
+            if !(*set).tags.is_null() {
+                bindings::blk_mq_update_nr_hw_queues(set, nr as c_int);
+            }
+        }
+    }
+
+    /// The I/O tag set inside `struct nva_ctrl`, set up or not.
+    fn io_tag_set(self) -> *mut bindings::blk_mq_tag_set {
+        // SAFETY: The controller is valid (type invariant): the field is in bounds.
+        unsafe { addr_of_mut!((*self.raw()).tagset) }
     }
 
     /// Sends an Abort for `rq`'s command on queue `sqid`, without waiting; the transport's

@@ -139,21 +139,38 @@ impl Function {
         is_enabled -> bool = ffi::nva_pci_is_enabled;
         /// Whether the device still answers on the bus.
         is_present -> bool = bindings::pci_device_is_present;
-        is_error_state_normal -> bool = ffi::nva_pci_error_state_normal;
         /// PCI error recovery is in progress on the link.
         is_channel_offline -> bool = ffi::nva_pci_channel_offline;
         is_disconnected -> bool = ffi::nva_pci_disconnected;
         save_state -> () = |p| { bindings::pci_save_state(p); };
         restore_state -> () = bindings::pci_restore_state;
-        msix_enabled -> bool = ffi::nva_pci_msix_enabled;
         numa_node -> i32 = ffi::nva_pci_numa_node;
         /// Whether a system suspend leaves the device powered with its link in a low-power state.
         keeps_context_in_suspend -> bool = ffi::nva_pci_keeps_context_in_suspend;
-        dma_opt_mapping_size -> u64 = ffi::nva_dma_opt_mapping_size;
         /// Frees the interrupt vectors (every interrupt on them must be freed first).
         free_irq_vectors -> () = bindings::pci_free_irq_vectors;
         /// Forgets the saved config space, so that the PCI core controls the device's power.
-        discard_saved_state -> () = ffi::nva_pci_discard_saved_state;
+        discard_saved_state -> () = |p| { bindings::pci_load_saved_state(p, core::ptr::null_mut()); };
+    }
+
+    /// No PCI error recovery is in progress or has failed (`pci_channel_io_normal`).
+    pub(crate) fn is_error_state_normal(&self) -> bool {
+        // SAFETY: `pdev` is live; the PCI core changes the state atomically (xchg, cmpxchg)
+        // and readers read it once.
+        let state = unsafe { core::ptr::addr_of!((*self.raw()).error_state).read_volatile() };
+        state == bindings::pci_channel_io_normal
+    }
+
+    pub(crate) fn msix_enabled(&self) -> bool {
+        // SAFETY: `pdev` is live; the PCI core changes the bit while enabling or disabling
+        // vectors, which the driver itself does.
+        unsafe { (*self.raw()).msix_enabled() != 0 }
+    }
+
+    /// The largest mapping that stays efficient (an IOMMU's cached range, or unlimited).
+    pub(crate) fn dma_opt_mapping_size(&self) -> u64 {
+        // SAFETY: `pdev` is live.
+        unsafe { bindings::dma_opt_mapping_size(self.dma_dev()) as u64 }
     }
 
     /// The PCI address, as `dddd:bb:dd.f`.
@@ -206,7 +223,7 @@ impl Function {
     /// The boundary an IOMMU merges DMA segments at (0: none merges them).
     pub(crate) fn dma_merge_boundary(&self) -> u64 {
         // SAFETY: `pdev` is live.
-        unsafe { ffi::nva_dma_merge_boundary(self.raw()) as u64 }
+        unsafe { bindings::dma_get_merge_boundary(self.dma_dev()) as u64 }
     }
 
     /// Registers `size` bytes at `offset` in BAR `bar` as peer-to-peer memory, until the driver
