@@ -83,16 +83,18 @@ glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze q
 	mark_namespaces_dead remove_namespaces cancel_tagset cancel_admin_tagset add_ctrl \
 	uninit_ctrl enable_ctrl disable_ctrl init_ctrl_finish wait_reset try_sched_reset \
 	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd change_ctrl_state \
-	get_features set_features setup_cmd fail_nonready_command host_path_error
+	get_features set_features setup_cmd fail_nonready_command host_path_error init_ctrl \
+	alloc_admin_tag_set alloc_io_tag_set remove_admin_tag_set remove_io_tag_set
 # nvme-core's types whose fields sys/ reads and sets, and the constants it tests them with.
-glue_nvme_types := nvme_ctrl nvme_ctrl_state nvme_ctrl_type nvme_dctype nvme_quirks nvme_request
+glue_nvme_types := nvme_ctrl nvme_ctrl_ops nvme_ctrl_state nvme_ctrl_type nvme_dctype nvme_quirks \
+	nvme_request
 glue_nvme_vars := NVME_AQ_DEPTH NVME_AQ_BLK_MQ_DEPTH NVME_CC_ENABLE NVME_CC_SHN_NORMAL \
-	NVME_CTRL_OACS_DBBUF_SUPP NVME_REQ_CANCELLED NVME_REQ_USERCMD
+	NVME_CTRL_OACS_DBBUF_SUPP NVME_REQ_CANCELLED NVME_REQ_USERCMD NVME_F_METADATA_SUPPORTED
 # The types those name that the kernel crate's bindings lack, which sys/ never looks into:
 # opaque, with their size and alignment (some sit inside struct nvme_ctrl). bindgen still emits
 # the anonymous union inside struct nvme_command, which the blocklist drops.
 glue_nvme_opaque := nvme_command nvme_id_power_state nvme_fault_inject nvme_subsystem \
-	nvme_ctrl_ops opal_dev nvme_effects_log nvme_ana_rsp_hdr nvme_dhchap_queue_context \
+	opal_dev nvme_effects_log nvme_ana_rsp_hdr nvme_dhchap_queue_context \
 	nvme_dhchap_key nvmf_ctrl_options nvme_completion_nvme_result nvme_ns \
 	blk_dma_iter
 glue_bindgen_alternatives = '$(subst $(space),|,$(strip $(1)))'

@@ -4,9 +4,10 @@
 //! nvme-core interface of the module live here, behind safe types. The transport above it
 //! (`nvme_adaptive.rs`, `queue.rs`, ...) implements [`Transport`] and never sees a raw pointer.
 //!
-//! `glue.c` holds what Rust cannot reach (nvme-core's private header, static inline helpers)
-//! and the C ops tables; `ffi.rs` has bindgen's declarations of `glue.h`; `entry.rs` turns the C
-//! callbacks into calls of [`Transport`] methods; the other files wrap one kernel facility each.
+//! `glue.c` holds what Rust cannot reach (static inline helpers, macros) and the PCI driver;
+//! `ffi.rs` has bindgen's declarations of `glue.h` and of nvme-core's header; `entry.rs` builds
+//! nvme-core's and blk-mq's operation tables and turns the C callbacks into calls of
+//! [`Transport`] methods; the other files wrap one kernel facility each.
 
 pub(crate) mod blk;
 pub(crate) mod cpu;
@@ -29,8 +30,8 @@ use kernel::{
 };
 
 /// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
-/// nvme-core's controller ops and of the two blk-mq tag sets. `glue.c` holds the C tables and
-/// [`transport!`](crate::transport) generates the functions they call.
+/// nvme-core's controller ops and of the two blk-mq tag sets, which [`entry`] builds for it;
+/// [`transport!`](crate::transport) generates the functions `glue.c` calls.
 pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     /// The nvme-core controller this transport serves.
     fn core(&self) -> nvme::Ctrl;

@@ -202,6 +202,23 @@ impl<P: Default> Request<P> {
         unsafe { addr_of_mut!((*self.iod()).rust).cast() }
     }
 
+    /// Sets up a new request of controller `ctrl`: nvme-core's part of the PDU, which points
+    /// at the PDU's command, then the transport's.
+    ///
+    /// # Safety
+    ///
+    /// `ctrl` is the live controller whose tag set the request belongs to.
+    pub(super) unsafe fn init(&mut self, ctrl: *mut ffi::nvme_ctrl) {
+        let nvme = self.nvme();
+        // SAFETY: nvme-core's part is valid (see `nvme`) and the driver's alone while blk-mq
+        // initialises the request.
+        unsafe {
+            (*nvme).ctrl = ctrl;
+            (*nvme).cmd = self.command_ptr().cast();
+        }
+        self.init_pdu();
+    }
+
     /// Resets the transport's data for a new command.
     pub(crate) fn init_pdu(&mut self) {
         // SAFETY: As in `pdu`; the old contents (plain data) are overwritten without reading.

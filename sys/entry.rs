@@ -1,22 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! From the C callbacks of `glue.c` to [`Transport`] methods.
+//! From the C callbacks to [`Transport`] methods.
 //!
-//! `glue.c` calls functions named `nva_rust_*`; [`transport!`](crate::transport) defines them
-//! for the transport type, each forwarding to the generic function of the same name here, which
-//! turns the raw pointers into the safe types of this layer.
+//! nvme-core and blk-mq call the transport through operation tables built here for it, whose
+//! entries have the C signatures bindgen gives. `glue.c` calls functions named `nva_rust_*`;
+//! [`transport!`](crate::transport) defines them for the transport type, each forwarding to the
+//! generic function of the same name here. Both turn the raw pointers into the safe types of
+//! this layer.
 //!
 //! C headers: [`include/linux/pci.h`](srctree/include/linux/pci.h),
 //! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h),
 //! [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h) and
 //! [`include/linux/cpuhotplug.h`](srctree/include/linux/cpuhotplug.h)
 
-use core::ptr::NonNull;
+use core::{
+    marker::PhantomData,
+    ptr::{
+        addr_of,
+        NonNull, //
+    },
+};
 use kernel::{
     bindings,
     device::Core,
     error::from_result,
     ffi::{
+        c_char,
         c_int,
         c_uint,
         c_ulong,
@@ -99,17 +108,6 @@ unsafe fn transport<'a, T: Transport>(t: *mut c_void) -> &'a T {
     unsafe { &*t.cast::<T>() }
 }
 
-/// The queue blk-mq handed back, from `hctx->driver_data`.
-///
-/// # Safety
-///
-/// `q` was returned by [`init_hctx`] for a controller that is still alive.
-unsafe fn queue<'a, T: Transport>(q: *mut c_void) -> &'a T::Queue {
-    // SAFETY: `init_hctx` stored a pointer to a queue the transport owns until `free_ctrl`,
-    // which runs after blk-mq stopped calling the tag set's ops.
-    unsafe { &*q.cast::<T::Queue>() }
-}
-
 /// # Safety
 ///
 /// Called by the PCI core, from `probe` of glue.c's driver, with the device lock held.
@@ -118,7 +116,8 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
     // call: the `Core` context. `Device` is a transparent wrapper of `struct pci_dev`.
     let pdev = unsafe { &*pdev.cast::<PciDevice<Core<'_>>>() };
     from_result(|| {
-        let core = nvme::Ctrl::alloc(pdev)?;
+        let ops = &Tables::<T>::OPS;
+        let core = nvme::Ctrl::alloc(pdev, ops)?;
         let t = match T::new(pdev, core, nvme::Quirks::from_raw(quirks as u64)) {
             Ok(t) => t,
             Err(e) => {
@@ -131,7 +130,7 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
         // the box.
         let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(t) });
         core.set_transport(raw.cast());
-        if let Err(e) = core.init(quirks as u64) {
+        if let Err(e) = core.init(quirks as u64, ops) {
             core.set_transport(core::ptr::null_mut());
             // SAFETY: `raw` came from `KBox::into_raw` above and was not handed to nvme-core.
             drop(unsafe { KBox::from_raw(raw) });
@@ -218,9 +217,6 @@ forward!(resume() -> c_int => |t| {
 });
 forward!(simple_suspend() -> c_int => |t| from_result(|| t.simple_suspend().map(|()| 0)));
 forward!(simple_resume() -> c_int => |t| from_result(|| t.simple_resume().map(|()| 0)));
-forward!(submit_async_event() -> () => |t| t.submit_async_event());
-forward!(subsystem_reset() -> c_int => |t| from_result(|| t.subsystem_reset().map(|()| 0)));
-forward!(virt_boundary(is_admin: bool) -> c_ulong => |t| t.virt_boundary(is_admin) as c_ulong);
 forward!(reset_work() -> () => |t| {
     // SAFETY: nvme-core runs reset work only while the driver is bound: `remove` moves the
     // controller to DELETING, after which no reset is queued, and flushes the work before the
@@ -242,12 +238,87 @@ forward!(delete_done(qid: u16, error: u8) -> () => |t| t.delete_done(qid, error 
 forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
 forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
 
+/// The transport of one of our controllers, from nvme-core's controller.
+///
 /// # Safety
 ///
-/// As for the functions made by `forward!`; `val` is valid for writes.
-pub(crate) unsafe fn reg_read32<T: Transport>(t: *mut c_void, off: u32, val: *mut u32) -> c_int {
+/// `ctrl` is the `struct nvme_ctrl` of a `struct nva_ctrl` whose transport `probe` stored,
+/// and `free_ctrl` has not run for it.
+unsafe fn transport_of<'a, T: Transport>(ctrl: *mut ffi::nvme_ctrl) -> &'a T {
+    // SAFETY: nvme-core's controller is the first member of `struct nva_ctrl` (glue.c asserts
+    // it); the rest is the caller's promise.
+    unsafe { transport::<T>((*ctrl.cast::<ffi::NvaCtrl>()).transport) }
+}
+
+/// The operation tables of transport `T`, as the kernel crate builds `blk_mq_ops`
+/// (`OperationsVTable`): each entry below has the C signature, which the compiler checks
+/// against bindgen's, and turns its arguments into the safe types of this layer.
+struct Tables<T>(PhantomData<T>);
+
+impl<T: Transport> Tables<T> {
+    /// What no table here implements (null entries, zero flags).
+    const NO_MQ_OPS: bindings::blk_mq_ops = {
+        // SAFETY: Every field is an optional function pointer or an integer: zero is `None`
+        // or 0.
+        unsafe { core::mem::zeroed() }
+    };
+
+    const OPS: nvme::Operations = nvme::Operations {
+        ctrl: ffi::nvme_ctrl_ops {
+            name: kernel::str::as_char_ptr_in_const_context(c"pcie"),
+            module: <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+            flags: ffi::NVME_F_METADATA_SUPPORTED,
+            // glue.c's null-terminated array; nvme-core only reads it.
+            dev_attr_groups: addr_of!(ffi::nva_dev_attr_groups).cast_mut().cast(),
+            reg_read32: Some(reg_read32::<T>),
+            reg_write32: Some(reg_write32::<T>),
+            reg_read64: Some(reg_read64::<T>),
+            free_ctrl: Some(free_ctrl::<T>),
+            submit_async_event: Some(submit_async_event::<T>),
+            subsystem_reset: Some(subsystem_reset::<T>),
+            delete_ctrl: None,
+            stop_ctrl: None,
+            get_address: Some(get_address),
+            print_device_info: Some(ffi::nva_print_device_info),
+            supports_pci_p2pdma: Some(ffi::nva_supports_pci_p2pdma),
+            get_virt_boundary: Some(get_virt_boundary::<T>),
+        },
+        admin: bindings::blk_mq_ops {
+            queue_rq: Some(queue_rq::<T>),
+            commit_rqs: Some(commit_rqs::<T>),
+            complete: Some(complete::<T>),
+            init_hctx: Some(admin_init_hctx::<T>),
+            init_request: Some(init_request::<T>),
+            timeout: Some(timeout::<T>),
+            ..Self::NO_MQ_OPS
+        },
+        io: bindings::blk_mq_ops {
+            queue_rq: Some(queue_rq::<T>),
+            queue_rqs: Some(queue_rqs::<T>),
+            commit_rqs: Some(commit_rqs::<T>),
+            complete: Some(complete::<T>),
+            init_hctx: Some(io_init_hctx::<T>),
+            init_request: Some(init_request::<T>),
+            map_queues: Some(map_queues::<T>),
+            timeout: Some(timeout::<T>),
+            poll: Some(poll::<T>),
+            ..Self::NO_MQ_OPS
+        },
+    };
+}
+
+/// nvme-core's `reg_read32`.
+///
+/// # Safety
+///
+/// Called by nvme-core for one of our live controllers, with `val` valid for writes.
+unsafe extern "C" fn reg_read32<T: Transport>(
+    ctrl: *mut ffi::nvme_ctrl,
+    off: u32,
+    val: *mut u32,
+) -> c_int {
     // SAFETY: The caller's promise.
-    let t = unsafe { transport::<T>(t) };
+    let t = unsafe { transport_of::<T>(ctrl) };
     from_result(|| {
         let v = t.reg_read32(off)?;
         // SAFETY: `val` is valid for writes (the caller's promise).
@@ -256,12 +327,18 @@ pub(crate) unsafe fn reg_read32<T: Transport>(t: *mut c_void, off: u32, val: *mu
     })
 }
 
+/// nvme-core's `reg_read64`.
+///
 /// # Safety
 ///
 /// As for [`reg_read32`].
-pub(crate) unsafe fn reg_read64<T: Transport>(t: *mut c_void, off: u32, val: *mut u64) -> c_int {
+unsafe extern "C" fn reg_read64<T: Transport>(
+    ctrl: *mut ffi::nvme_ctrl,
+    off: u32,
+    val: *mut u64,
+) -> c_int {
     // SAFETY: The caller's promise.
-    let t = unsafe { transport::<T>(t) };
+    let t = unsafe { transport_of::<T>(ctrl) };
     from_result(|| {
         let v = t.reg_read64(off)?;
         // SAFETY: `val` is valid for writes (the caller's promise).
@@ -270,105 +347,258 @@ pub(crate) unsafe fn reg_read64<T: Transport>(t: *mut c_void, off: u32, val: *mu
     })
 }
 
-forward!(reg_write32(off: u32, val: u32) -> c_int => |t| {
-    from_result(|| t.reg_write32(off, val).map(|()| 0))
-});
-
+/// nvme-core's `reg_write32`.
+///
 /// # Safety
 ///
-/// Called from glue.c's `free_ctrl` with the pointer `probe` stored, once.
-pub(crate) unsafe fn free_ctrl<T: Transport>(t: *mut c_void) {
-    // SAFETY: The pointer came from `KBox::into_raw` in `probe`; nvme-core calls free_ctrl
-    // once, after its last reference is gone, so nothing else uses the transport.
-    drop(unsafe { KBox::from_raw(t.cast::<T>()) });
+/// Called by nvme-core for one of our live controllers.
+unsafe extern "C" fn reg_write32<T: Transport>(
+    ctrl: *mut ffi::nvme_ctrl,
+    off: u32,
+    val: u32,
+) -> c_int {
+    // SAFETY: The caller's promise.
+    let t = unsafe { transport_of::<T>(ctrl) };
+    from_result(|| t.reg_write32(off, val).map(|()| 0))
 }
 
+/// nvme-core's `free_ctrl`, after its last reference: the transport, then the controller.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`init_hctx`) with a live controller's transport, the hctx's tags and its
-/// NUMA node.
-pub(crate) unsafe fn init_hctx<T: Transport>(
-    t: *mut c_void,
-    qid: c_uint,
-    tags: *mut bindings::blk_mq_tags,
-    node: c_int,
-) -> *mut c_void {
+/// Called by nvme-core once, for one of our controllers.
+unsafe extern "C" fn free_ctrl<T: Transport>(ctrl: *mut ffi::nvme_ctrl) {
+    let c = ctrl.cast::<ffi::NvaCtrl>();
+    // SAFETY: The controller is ours (the caller's promise). The hotplug callbacks reach the
+    // transport: none may run once it is gone. The transport pointer, when set, came from
+    // `KBox::into_raw` in `probe`, and nothing uses it after nvme-core's last reference;
+    // neither does anything use the controller.
+    unsafe {
+        ffi::nva_ctrl_unwatch_cpus(c);
+        let t = (*c).transport;
+        if !t.is_null() {
+            drop(KBox::from_raw(t.cast::<T>()));
+        }
+        ffi::nva_ctrl_free_unused(c);
+    }
+}
+
+/// nvme-core's `submit_async_event`.
+///
+/// # Safety
+///
+/// Called by nvme-core for one of our live controllers.
+unsafe extern "C" fn submit_async_event<T: Transport>(ctrl: *mut ffi::nvme_ctrl) {
     // SAFETY: The caller's promise.
-    let t = unsafe { transport::<T>(t) };
+    unsafe { transport_of::<T>(ctrl) }.submit_async_event();
+}
+
+/// nvme-core's `subsystem_reset`.
+///
+/// # Safety
+///
+/// Called by nvme-core for one of our live controllers.
+unsafe extern "C" fn subsystem_reset<T: Transport>(ctrl: *mut ffi::nvme_ctrl) -> c_int {
+    // SAFETY: The caller's promise.
+    let t = unsafe { transport_of::<T>(ctrl) };
+    from_result(|| t.subsystem_reset().map(|()| 0))
+}
+
+/// nvme-core's `get_address`: the PCI address, as sysfs `address` shows it.
+///
+/// # Safety
+///
+/// Called by nvme-core for one of our live controllers, with `size` bytes at `buf`.
+unsafe extern "C" fn get_address(
+    ctrl: *mut ffi::nvme_ctrl,
+    buf: *mut c_char,
+    size: c_int,
+) -> c_int {
+    // SAFETY: The controller is ours and holds its PCI device, whose name lives as long; the
+    // buffer is the caller's promise.
+    unsafe {
+        let pdev = (*ctrl.cast::<ffi::NvaCtrl>()).pdev;
+        bindings::snprintf(
+            buf,
+            size as usize,
+            c"%s\n".as_char_ptr(),
+            ffi::nva_pci_name(pdev),
+        )
+    }
+}
+
+/// nvme-core's `get_virt_boundary`.
+///
+/// # Safety
+///
+/// Called by nvme-core for one of our live controllers.
+unsafe extern "C" fn get_virt_boundary<T: Transport>(
+    ctrl: *mut ffi::nvme_ctrl,
+    is_admin: bool,
+) -> c_ulong {
+    // SAFETY: The caller's promise.
+    unsafe { transport_of::<T>(ctrl) }.virt_boundary(is_admin) as c_ulong
+}
+
+/// The queue blk-mq's hardware queue serves (`hctx->driver_data`).
+///
+/// # Safety
+///
+/// `hctx` is a hardware queue of one of our controllers' tag sets, set up by its
+/// `init_hctx`, and the reference ends before the blk-mq callback that asks returns.
+unsafe fn queue_of<'a, T: Transport>(hctx: *mut bindings::blk_mq_hw_ctx) -> &'a T::Queue {
+    // SAFETY: `init_hctx` stored a pointer to a queue the transport owns until `free_ctrl`,
+    // which runs after blk-mq stopped calling the tag set's ops.
+    unsafe { &*(*hctx).driver_data.cast::<T::Queue>() }
+}
+
+/// blk-mq's `init_hctx` for hardware queue `qid` (0: admin).
+///
+/// # Safety
+///
+/// Called by blk-mq for a tag set of one of our live controllers, whose driver data is the
+/// controller (nvme-core sets it).
+unsafe fn init_hctx<T: Transport>(
+    hctx: *mut bindings::blk_mq_hw_ctx,
+    ctrl: *mut c_void,
+    qid: c_uint,
+) -> c_int {
+    // SAFETY: The caller's promise.
+    let (t, tags, node) = unsafe {
+        (
+            transport_of::<T>(ctrl.cast()),
+            (*hctx).tags,
+            (*hctx).numa_node,
+        )
+    };
     let Some(tags) = NonNull::new(tags) else {
-        return core::ptr::null_mut();
+        return EINVAL.to_errno();
     };
     // SAFETY: blk-mq's tags of this hardware queue stay valid while the hctx is mapped to it,
     // and `init_hctx` runs again whenever that changes; the tag sets of a controller of `T`
     // carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`).
     let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags) };
-    t.queue(qid, tags, numa::Node::from_raw(node))
-        .map_or(core::ptr::null_mut(), |q| {
-            core::ptr::from_ref(q).cast_mut().cast()
-        })
+    match t.queue(qid, tags, numa::Node::from_raw(node as c_int)) {
+        Some(q) => {
+            // SAFETY: blk-mq sets the hctx up alone; the queue outlives its use (`queue_of`).
+            unsafe { (*hctx).driver_data = core::ptr::from_ref(q).cast_mut().cast() };
+            0
+        }
+        None => EINVAL.to_errno(),
+    }
 }
 
+/// blk-mq's `init_hctx` of the admin tag set.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`map_queues`) for the I/O tag set of a live controller.
-pub(crate) unsafe fn map_queues<T: Transport>(t: *mut c_void, set: *mut bindings::blk_mq_tag_set) {
+/// As for [`init_hctx`].
+unsafe extern "C" fn admin_init_hctx<T: Transport>(
+    hctx: *mut bindings::blk_mq_hw_ctx,
+    ctrl: *mut c_void,
+    _hctx_idx: c_uint,
+) -> c_int {
     // SAFETY: The caller's promise.
-    let t = unsafe { transport::<T>(t) };
+    unsafe { init_hctx::<T>(hctx, ctrl, 0) }
+}
+
+/// blk-mq's `init_hctx` of the I/O tag set: hardware queue `hctx_idx` is I/O queue
+/// `hctx_idx + 1`.
+///
+/// # Safety
+///
+/// As for [`init_hctx`].
+unsafe extern "C" fn io_init_hctx<T: Transport>(
+    hctx: *mut bindings::blk_mq_hw_ctx,
+    ctrl: *mut c_void,
+    hctx_idx: c_uint,
+) -> c_int {
+    // SAFETY: The caller's promise.
+    unsafe { init_hctx::<T>(hctx, ctrl, hctx_idx + 1) }
+}
+
+/// blk-mq's `map_queues` of the I/O tag set.
+///
+/// # Safety
+///
+/// Called by blk-mq for the I/O tag set of one of our live controllers.
+unsafe extern "C" fn map_queues<T: Transport>(set: *mut bindings::blk_mq_tag_set) {
+    // SAFETY: The caller's promise; nvme-core made the controller the tag set's driver data.
+    let t = unsafe { transport_of::<T>((*set).driver_data.cast()) };
     // SAFETY: blk-mq holds the tag set for the duration of the call.
     let mut maps = unsafe { blk::QueueMaps::from_raw(set, t.core().raw()) };
     t.map_queues(&mut maps);
 }
 
+/// blk-mq's `init_request`: nvme-core's part of the PDU, then the transport's.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`init_request`) for a new request of a tag set of `T`, after glue.c set
-/// up nvme-core's part of its PDU.
-pub(crate) unsafe fn init_request<T: Transport>(rq: *mut bindings::request) {
-    // SAFETY: The request is the driver's for the call; its tag set carries `T::Iod` PDUs.
-    let mut rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
-    rq.init_pdu();
+/// Called by blk-mq for a new request of a tag set of one of our controllers.
+unsafe extern "C" fn init_request<T: Transport>(
+    set: *mut bindings::blk_mq_tag_set,
+    rq: *mut bindings::request,
+    _hctx_idx: c_uint,
+    _numa_node: c_int,
+) -> c_int {
+    // SAFETY: The request is the driver's for the call; its tag set carries `T::Iod` PDUs and
+    // has the controller as its driver data (nvme-core sets it).
+    unsafe { blk::Request::<T::Iod>::from_raw(rq).init((*set).driver_data.cast()) };
+    0
 }
 
+/// blk-mq's `queue_rq`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`queue_rq`) with a queue from [`init_hctx`] and a started-to-be request.
-pub(crate) unsafe fn queue_rq<T: Transport>(
-    q: *mut c_void,
-    rq: *mut bindings::request,
-    last: bool,
-) -> u8 {
-    // SAFETY: The caller's promise.
-    let q = unsafe { queue::<T>(q) };
-    // SAFETY: blk-mq hands the request to the driver: it is ours until we complete it.
-    let rq = unsafe { blk::Request::from_raw(rq) };
+/// Called by blk-mq on a hardware queue [`init_hctx`] set up, with a request to issue.
+unsafe extern "C" fn queue_rq<T: Transport>(
+    hctx: *mut bindings::blk_mq_hw_ctx,
+    bd: *const bindings::blk_mq_queue_data,
+) -> bindings::blk_status_t {
+    // SAFETY: The caller's promise; blk-mq hands the request to the driver: it is ours until
+    // we complete it.
+    let (q, rq, last) = unsafe {
+        (
+            queue_of::<T>(hctx),
+            blk::Request::from_raw((*bd).rq),
+            (*bd).last,
+        )
+    };
     match T::queue_rq(q, rq, last) {
         Ok(()) => blk::Status::OK.to_raw(),
         Err(rejected) => rejected.status().to_raw(),
     }
 }
 
+/// blk-mq's `queue_rqs`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`queue_rqs`) with a list of requests of this tag set.
-pub(crate) unsafe fn queue_rqs<T: Transport>(list: *mut bindings::rq_list) {
+/// Called by blk-mq with a list of requests of the I/O tag set of one of our controllers.
+unsafe extern "C" fn queue_rqs<T: Transport>(list: *mut bindings::rq_list) {
     // SAFETY: blk-mq hands the whole list, of requests of `T`'s I/O tag set, to the driver
     // for the duration of the call, which the list's lifetime does not exceed.
     let mut list = unsafe { blk::RqList::<T>::from_raw(list) };
     T::queue_rqs(&mut list);
 }
 
+/// blk-mq's `commit_rqs`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`commit_rqs`) with a queue from [`init_hctx`].
-pub(crate) unsafe fn commit_rqs<T: Transport>(q: *mut c_void) {
+/// Called by blk-mq on a hardware queue [`init_hctx`] set up.
+unsafe extern "C" fn commit_rqs<T: Transport>(hctx: *mut bindings::blk_mq_hw_ctx) {
     // SAFETY: The caller's promise.
-    T::commit_rqs(unsafe { queue::<T>(q) });
+    T::commit_rqs(unsafe { queue_of::<T>(hctx) });
 }
 
+/// blk-mq's `complete`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`complete`) with a request whose command completed.
-pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
+/// Called by blk-mq with a request of one of our tag sets whose command completed.
+unsafe extern "C" fn complete<T: Transport>(rq: *mut bindings::request) {
     // SAFETY: The request is the driver's until it is ended.
     let rq = unsafe { blk::Request::<T::Iod>::from_raw(rq) };
     // SAFETY: The request belongs to a tag set of `T`; the reference ends with the call.
@@ -376,29 +606,39 @@ pub(crate) unsafe fn complete_rq<T: Transport>(rq: *mut bindings::request) {
     T::complete_rq(q, rq);
 }
 
+/// blk-mq's `timeout`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`timeout`) with a queue from [`init_hctx`] and one of its requests.
-pub(crate) unsafe fn timeout<T: Transport>(q: *mut c_void, rq: *mut bindings::request) -> bool {
-    // SAFETY: The caller's promise.
-    let q = unsafe { queue::<T>(q) };
+/// Called by blk-mq with a request of one of our tag sets.
+unsafe extern "C" fn timeout<T: Transport>(
+    rq: *mut bindings::request,
+) -> bindings::blk_eh_timer_return {
     // SAFETY: The timeout handler holds the request for the duration of the call, while
     // the command may still complete; `InFlight` gives no access to the transport's data.
-    let rq = unsafe { blk::InFlight::from_raw(rq) };
+    let rq = unsafe { blk::InFlight::<T::Iod>::from_raw(rq) };
+    // SAFETY: The request belongs to a tag set of `T`; the reference ends with the call.
+    let q = unsafe { rq.queue::<T>() };
     // SAFETY: The request belongs to a live controller of transport `T`.
     let t = unsafe { transport::<T>(rq.transport_ptr()) };
-    t.timeout(q, rq)
+    if t.timeout(q, rq) {
+        bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER
+    } else {
+        bindings::blk_eh_timer_return_BLK_EH_DONE
+    }
 }
 
+/// blk-mq's `poll`.
+///
 /// # Safety
 ///
-/// Called by blk-mq (`poll`) with a queue from [`init_hctx`] and a batch, or a null batch.
-pub(crate) unsafe fn poll<T: Transport>(
-    q: *mut c_void,
+/// Called by blk-mq on a hardware queue [`init_hctx`] set up, with a batch or a null one.
+unsafe extern "C" fn poll<T: Transport>(
+    hctx: *mut bindings::blk_mq_hw_ctx,
     iob: *mut bindings::io_comp_batch,
 ) -> c_int {
     // SAFETY: The caller's promise.
-    let q = unsafe { queue::<T>(q) };
+    let q = unsafe { queue_of::<T>(hctx) };
     // SAFETY: The batch, when given, is valid for the duration of the call.
     let mut batch = unsafe { blk::Batch::from_raw(iob) };
     T::poll(q, &mut batch)
@@ -443,14 +683,7 @@ macro_rules! __nva_export {
 macro_rules! transport {
     ($t:ty) => {
         const _: () = {
-            use kernel::bindings::{
-                blk_mq_tag_set,
-                blk_mq_tags,
-                io_comp_batch,
-                pci_dev,
-                request,
-                rq_list, //
-            };
+            use kernel::bindings::pci_dev;
             use kernel::ffi::{
                 c_int,
                 c_uint,
@@ -471,26 +704,7 @@ macro_rules! transport {
             export!($t, nva_rust_resume => resume(t: *mut c_void) -> c_int);
             export!($t, nva_rust_simple_suspend => simple_suspend(t: *mut c_void) -> c_int);
             export!($t, nva_rust_simple_resume => simple_resume(t: *mut c_void) -> c_int);
-            export!($t, nva_rust_reg_read32 => reg_read32(t: *mut c_void, o: u32, v: *mut u32) -> c_int);
-            export!($t, nva_rust_reg_write32 => reg_write32(t: *mut c_void, o: u32, v: u32) -> c_int);
-            export!($t, nva_rust_reg_read64 => reg_read64(t: *mut c_void, o: u32, v: *mut u64) -> c_int);
-            export!($t, nva_rust_free_ctrl => free_ctrl(t: *mut c_void) -> ());
-            export!($t, nva_rust_submit_async_event => submit_async_event(t: *mut c_void) -> ());
-            export!($t, nva_rust_subsystem_reset => subsystem_reset(t: *mut c_void) -> c_int);
-            export!($t, nva_rust_virt_boundary => virt_boundary(t: *mut c_void, a: bool) -> c_ulong);
             export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
-            export!($t, nva_rust_init_hctx => init_hctx(
-                t: *mut c_void, qid: c_uint, tags: *mut blk_mq_tags, node: c_int) -> *mut c_void);
-            export!($t, nva_rust_init_request => init_request(rq: *mut request) -> ());
-            export!($t, nva_rust_queue_rq => queue_rq(
-                q: *mut c_void, rq: *mut request, last: bool) -> u8);
-            export!($t, nva_rust_queue_rqs => queue_rqs(l: *mut rq_list) -> ());
-            export!($t, nva_rust_commit_rqs => commit_rqs(q: *mut c_void) -> ());
-            export!($t, nva_rust_complete_rq => complete_rq(rq: *mut request) -> ());
-            export!($t, nva_rust_timeout => timeout(q: *mut c_void, rq: *mut request) -> bool);
-            export!($t, nva_rust_poll => poll(q: *mut c_void, iob: *mut io_comp_batch) -> c_int);
-            export!($t, nva_rust_map_queues => map_queues(
-                t: *mut c_void, set: *mut blk_mq_tag_set) -> ());
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
             export!($t, nva_rust_set_host_memory => set_host_memory(t: *mut c_void, on: bool) -> c_int);
             export!($t, nva_rust_delete_done => delete_done(t: *mut c_void, qid: u16, error: u8) -> ());

@@ -2,8 +2,8 @@
 /*
  * What the Rust side of nvme_adaptive cannot reach by itself: nvme-core's private header
  * (drivers/nvme/host/nvme.h is not covered by the kernel crate's bindings), the static inline
- * helpers of nvme-core, blk-mq and the DMA layer, and the C ops tables (PCI driver, nvme-core
- * controller ops, blk-mq ops) whose entries forward to Rust. No driver logic lives here: every
+ * helpers of nvme-core, blk-mq and the DMA layer, the PCI driver whose entries forward to Rust,
+ * and the sysfs attributes and hotplug callbacks macros build. No driver logic lives here: every
  * decision is made in Rust, which reaches this file only through sys/ffi.rs.
  *
  * The entries named nva_rust_* are implemented in Rust (sys/entry.rs), declared in glue.h.
@@ -65,10 +65,9 @@ const u8 nva_sts_again = BLK_STS_AGAIN;
 /* ---------------------------------------------------------------------------------------
  * The controller: allocation, nvme-core calls and fields.
  */
-static const struct nvme_ctrl_ops nva_ctrl_ops;
 static void nva_reset_work(struct work_struct *work);
 
-/* A controller not yet known to nvme-core; nva_ctrl_init hands it over. */
+/* A controller not yet known to nvme-core; Rust hands it over (nvme_init_ctrl). */
 struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev)
 {
 	struct nva_ctrl *c = kzalloc_node(sizeof(*c), GFP_KERNEL, dev_to_node(&pdev->dev));
@@ -85,11 +84,6 @@ void nva_ctrl_free_unused(struct nva_ctrl *c)
 {
 	pci_dev_put(c->pdev);
 	kfree(c);
-}
-
-int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks)
-{
-	return nvme_init_ctrl(&c->ctrl, &c->pdev->dev, &nva_ctrl_ops, quirks);
 }
 
 void nva_ctrl_publish(struct nva_ctrl *c)
@@ -139,48 +133,8 @@ nva_io_path bool nva_is_aen_cid(u16 qid, u16 cid)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Tag sets and blk-mq.
+ * blk-mq.
  */
-static const struct blk_mq_ops nva_mq_admin_ops;
-static const struct blk_mq_ops nva_mq_ops;
-
-static size_t iod_size(size_t rust_size)
-{
-	return sizeof(struct nva_iod) + rust_size;
-}
-
-/* A tag set's tags exist from its allocation until blk_mq_free_tag_set clears them. */
-int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size)
-{
-	if (c->admin_tagset.tags)
-		return -EBUSY;
-	return nvme_alloc_admin_tag_set(&c->ctrl, &c->admin_tagset, &nva_mq_admin_ops,
-					iod_size(rust_iod_size));
-}
-
-/* Cancelling the admin tag set afterwards finds none (nvme_cancel_admin_tagset checks). */
-void nva_remove_admin_tag_set(struct nva_ctrl *c)
-{
-	if (c->admin_tagset.tags)
-		nvme_remove_admin_tag_set(&c->ctrl);
-	c->ctrl.admin_tagset = NULL;
-}
-
-int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size)
-{
-	if (c->tagset.tags)
-		return -EBUSY;
-	return nvme_alloc_io_tag_set(&c->ctrl, &c->tagset, &nva_mq_ops, nr_maps,
-				     iod_size(rust_iod_size));
-}
-
-void nva_remove_io_tag_set(struct nva_ctrl *c)
-{
-	if (c->tagset.tags)
-		nvme_remove_io_tag_set(&c->ctrl);
-	c->ctrl.tagset = NULL;
-}
-
 /* The request behind command identifier @cid, if its generation matches. */
 nva_io_path struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid)
 {
@@ -779,51 +733,10 @@ void nva_ctrl_unwatch_cpus(struct nva_ctrl *c)
 }
 
 /* ---------------------------------------------------------------------------------------
- * The ops tables.
+ * What Rust's nvme_ctrl_ops (sys/entry.rs) take from C: two entries that read nvme-core's
+ * subsystem or wrap an inline, and the sysfs attributes.
  */
-static int nva_reg_read32(struct nvme_ctrl *ctrl, u32 off, u32 *val)
-{
-	return nva_rust_reg_read32(to_nva(ctrl)->transport, off, val);
-}
-
-static int nva_reg_write32(struct nvme_ctrl *ctrl, u32 off, u32 val)
-{
-	return nva_rust_reg_write32(to_nva(ctrl)->transport, off, val);
-}
-
-static int nva_reg_read64(struct nvme_ctrl *ctrl, u32 off, u64 *val)
-{
-	return nva_rust_reg_read64(to_nva(ctrl)->transport, off, val);
-}
-
-static void nva_free_ctrl(struct nvme_ctrl *ctrl)
-{
-	struct nva_ctrl *c = to_nva(ctrl);
-
-	/* The hotplug callbacks reach the transport: none may run once it is gone. */
-	nva_ctrl_unwatch_cpus(c);
-	if (c->transport)
-		nva_rust_free_ctrl(c->transport);
-	pci_dev_put(c->pdev);
-	kfree(c);
-}
-
-static void nva_submit_async_event(struct nvme_ctrl *ctrl)
-{
-	nva_rust_submit_async_event(to_nva(ctrl)->transport);
-}
-
-static int nva_subsystem_reset(struct nvme_ctrl *ctrl)
-{
-	return nva_rust_subsystem_reset(to_nva(ctrl)->transport);
-}
-
-static int nva_get_address(struct nvme_ctrl *ctrl, char *buf, int size)
-{
-	return snprintf(buf, size, "%s\n", dev_name(&to_nva(ctrl)->pdev->dev));
-}
-
-static void nva_print_device_info(struct nvme_ctrl *ctrl)
+void nva_print_device_info(struct nvme_ctrl *ctrl)
 {
 	struct pci_dev *pdev = to_nva(ctrl)->pdev;
 	struct nvme_subsystem *subsys = ctrl->subsys;
@@ -835,14 +748,9 @@ static void nva_print_device_info(struct nvme_ctrl *ctrl)
 		subsys->firmware_rev);
 }
 
-static bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl)
+bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl)
 {
 	return dma_pci_p2pdma_supported(&to_nva(ctrl)->pdev->dev);
-}
-
-static unsigned long nva_get_virt_boundary(struct nvme_ctrl *ctrl, bool is_admin)
-{
-	return nva_rust_virt_boundary(to_nva(ctrl)->transport, is_admin);
 }
 
 /* pci.c's attributes of the controller's CMB and host memory buffer, as it shows them. */
@@ -915,7 +823,7 @@ static const struct attribute_group nva_pci_attrs_group = {
 	.is_visible = nva_pci_attrs_are_visible,
 };
 
-static const struct attribute_group *nva_dev_attr_groups[] = {
+const struct attribute_group *const nva_dev_attr_groups[] = {
 	&nvme_dev_attrs_group,
 	&nva_pci_attrs_group,
 	&nvme_dev_diag_attrs_group,
@@ -929,102 +837,10 @@ void nva_ctrl_update_attrs(struct nva_ctrl *c)
 		sysfs_update_group(&c->ctrl.device->kobj, &nva_pci_attrs_group);
 }
 
-static const struct nvme_ctrl_ops nva_ctrl_ops = {
-	.name = "pcie",
-	.module = THIS_MODULE,
-	.flags = NVME_F_METADATA_SUPPORTED,
-	.dev_attr_groups = nva_dev_attr_groups,
-	.reg_read32 = nva_reg_read32,
-	.reg_write32 = nva_reg_write32,
-	.reg_read64 = nva_reg_read64,
-	.free_ctrl = nva_free_ctrl,
-	.submit_async_event = nva_submit_async_event,
-	.subsystem_reset = nva_subsystem_reset,
-	.get_address = nva_get_address,
-	.print_device_info = nva_print_device_info,
-	.supports_pci_p2pdma = nva_supports_pci_p2pdma,
-	.get_virt_boundary = nva_get_virt_boundary,
-};
-
 static void nva_reset_work(struct work_struct *work)
 {
 	nva_rust_reset_work(container_of(work, struct nva_ctrl, ctrl.reset_work)->transport);
 }
-
-static int nva_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int qid)
-{
-	void *q = nva_rust_init_hctx(to_nva(data)->transport, qid, hctx->tags, hctx->numa_node);
-
-	if (!q)
-		return -EINVAL;
-	hctx->driver_data = q;
-	return 0;
-}
-
-static int nva_admin_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int hctx_idx)
-{
-	return nva_init_hctx(hctx, data, 0);
-}
-
-static int nva_io_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int hctx_idx)
-{
-	return nva_init_hctx(hctx, data, hctx_idx + 1);
-}
-
-static int nva_init_request(struct blk_mq_tag_set *set, struct request *req,
-			    unsigned int hctx_idx, int numa_node)
-{
-	nvme_req(req)->ctrl = set->driver_data;
-	nvme_req(req)->cmd = &iod_of(req)->cmd;
-	nva_rust_init_request(req);
-	return 0;
-}
-
-static blk_status_t nva_queue_rq(struct blk_mq_hw_ctx *hctx, const struct blk_mq_queue_data *bd)
-{
-	return nva_rust_queue_rq(hctx->driver_data, bd->rq, bd->last);
-}
-
-static void nva_commit_rqs(struct blk_mq_hw_ctx *hctx)
-{
-	nva_rust_commit_rqs(hctx->driver_data);
-}
-
-static enum blk_eh_timer_return nva_timeout(struct request *req)
-{
-	return nva_rust_timeout(req->mq_hctx->driver_data, req) ? BLK_EH_RESET_TIMER : BLK_EH_DONE;
-}
-
-static int nva_poll(struct blk_mq_hw_ctx *hctx, struct io_comp_batch *iob)
-{
-	return nva_rust_poll(hctx->driver_data, iob);
-}
-
-static void nva_map_queues(struct blk_mq_tag_set *set)
-{
-	nva_rust_map_queues(to_nva(set->driver_data)->transport, set);
-}
-
-static const struct blk_mq_ops nva_mq_admin_ops = {
-	.queue_rq = nva_queue_rq,
-	.complete = nva_rust_complete_rq,
-	.commit_rqs = nva_commit_rqs,
-	.init_hctx = nva_admin_init_hctx,
-	.init_request = nva_init_request,
-	.timeout = nva_timeout,
-};
-
-static const struct blk_mq_ops nva_mq_ops = {
-	.queue_rq = nva_queue_rq,
-	.queue_rqs = nva_rust_queue_rqs,
-	.complete = nva_rust_complete_rq,
-	.commit_rqs = nva_commit_rqs,
-	.init_hctx = nva_io_init_hctx,
-	.init_request = nva_init_request,
-	.map_queues = nva_map_queues,
-	.timeout = nva_timeout,
-	.poll = nva_poll,
-};
 
 /*
  * The stock driver's table (quirks per device, then every NVMe controller by class), taken from

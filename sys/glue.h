@@ -27,6 +27,9 @@ struct nva_ctrl {
 	struct pci_dev *pdev;
 	/* The Rust controller, from probe until free_ctrl. */
 	void *transport;
+	/* The blk-mq operations of the two tag sets, Rust's for its transport. */
+	const struct blk_mq_ops *admin_mq_ops;
+	const struct blk_mq_ops *io_mq_ops;
 	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
@@ -76,25 +79,9 @@ int nva_rust_suspend(void *t);
 int nva_rust_resume(void *t);
 int nva_rust_simple_suspend(void *t);
 int nva_rust_simple_resume(void *t);
-int nva_rust_reg_read32(void *t, u32 off, u32 *val);
-int nva_rust_reg_write32(void *t, u32 off, u32 val);
-int nva_rust_reg_read64(void *t, u32 off, u64 *val);
-void nva_rust_free_ctrl(void *t);
-void nva_rust_submit_async_event(void *t);
-int nva_rust_subsystem_reset(void *t);
-unsigned long nva_rust_virt_boundary(void *t, bool is_admin);
 void nva_rust_reset_work(void *t);
-void *nva_rust_init_hctx(void *t, unsigned int qid, struct blk_mq_tags *tags, int numa_node);
-blk_status_t nva_rust_queue_rq(void *q, struct request *rq, bool last);
-void nva_rust_queue_rqs(struct rq_list *rqlist);
-void nva_rust_commit_rqs(void *q);
-void nva_rust_complete_rq(struct request *rq);
-bool nva_rust_timeout(void *q, struct request *rq);
-int nva_rust_poll(void *q, struct io_comp_batch *iob);
-void nva_rust_map_queues(void *t, struct blk_mq_tag_set *set);
 void nva_rust_abort_done(void *t, u16 status);
 void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
-void nva_rust_init_request(struct request *rq);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 int nva_rust_set_host_memory(void *t, bool enable);
@@ -105,7 +92,6 @@ extern const u8 nva_sts_again;
 
 struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev);
 void nva_ctrl_free_unused(struct nva_ctrl *c);
-int nva_ctrl_init(struct nva_ctrl *c, unsigned long quirks);
 void nva_ctrl_publish(struct nva_ctrl *c);
 void nva_ctrl_unpublish(struct nva_ctrl *c);
 void nva_ctrl_update_attrs(struct nva_ctrl *c);
@@ -115,10 +101,6 @@ bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c);
 int nva_ctrl_submit_sync(struct nva_ctrl *c, const void *cmd);
 void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result);
 bool nva_is_aen_cid(u16 qid, u16 cid);
-int nva_alloc_admin_tag_set(struct nva_ctrl *c, size_t rust_iod_size);
-void nva_remove_admin_tag_set(struct nva_ctrl *c);
-int nva_alloc_io_tag_set(struct nva_ctrl *c, unsigned int nr_maps, size_t rust_iod_size);
-void nva_remove_io_tag_set(struct nva_ctrl *c);
 struct request *nva_find_rq(struct blk_mq_tags *tags, u16 cid);
 bool nva_try_complete_req(struct request *rq, u16 status, u64 result);
 bool nva_add_to_batch(struct request *rq, struct io_comp_batch *iob);
@@ -176,6 +158,9 @@ void nva_p2pmem_free(struct pci_dev *pdev, void *p, size_t size);
 u64 nva_max_block_size(void);
 int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min_align_mask);
 void nva_reinit_completion(struct completion *x);
+void nva_print_device_info(struct nvme_ctrl *ctrl);
+bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl);
+extern const struct attribute_group *const nva_dev_attr_groups[];
 int nva_register_driver(void);
 void nva_unregister_driver(void);
 

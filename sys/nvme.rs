@@ -5,10 +5,13 @@
 //!
 //! C header: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
-use core::ptr::{
-    addr_of,
-    addr_of_mut,
-    NonNull, //
+use core::{
+    mem::size_of,
+    ptr::{
+        addr_of,
+        addr_of_mut,
+        NonNull, //
+    },
 };
 use kernel::{
     bindings,
@@ -184,6 +187,12 @@ pub(crate) fn is_aen(qid: u16, cid: u16) -> bool {
     qid == 0 && unsafe { ffi::nva_is_aen_cid(qid, cid) }
 }
 
+/// The PDU of a tag set's requests: glue.c's part, then the transport's.
+fn pdu_size<T: TagSetTypes>() -> u32 {
+    blk::check_pdu::<T::Iod>();
+    (size_of::<ffi::nva_iod>() + size_of::<T::Iod>()) as u32
+}
+
 /// A handle to a controller nvme-core knows (or is about to know).
 ///
 /// # Invariants
@@ -232,14 +241,29 @@ macro_rules! teardown_calls {
     };
 }
 
+/// The operations C calls a transport through: nvme-core's for the controller, and blk-mq's
+/// for its admin and I/O tag sets ([`entry`](super::entry) builds them for the transport).
+pub(super) struct Operations {
+    pub(super) ctrl: ffi::nvme_ctrl_ops,
+    pub(super) admin: bindings::blk_mq_ops,
+    pub(super) io: bindings::blk_mq_ops,
+}
+
 impl Ctrl {
-    pub(super) fn alloc(pdev: &PciDevice<Core<'_>>) -> Result<Self> {
+    /// A controller whose tag sets will use `ops`, which were built for the transport whose
+    /// `TagSetTypes` the tag sets are allocated with.
+    pub(super) fn alloc(pdev: &PciDevice<Core<'_>>, ops: &'static Operations) -> Result<Self> {
         let raw = core::ptr::from_ref(pdev)
             .cast::<kernel::bindings::pci_dev>()
             .cast_mut();
         // SAFETY: `pdev` is a live PCI device (it is being probed).
-        let c = unsafe { ffi::nva_ctrl_alloc(raw) };
-        NonNull::new(c).map(Self).ok_or(ENOMEM)
+        let c = NonNull::new(unsafe { ffi::nva_ctrl_alloc(raw) }).ok_or(ENOMEM)?;
+        // SAFETY: The controller was just allocated; nothing else uses it yet.
+        unsafe {
+            (*c.as_ptr()).admin_mq_ops = &ops.admin;
+            (*c.as_ptr()).io_mq_ops = &ops.io;
+        }
+        Ok(Self(c))
     }
 
     pub(super) fn raw(self) -> *mut ffi::NvaCtrl {
@@ -267,9 +291,13 @@ impl Ctrl {
         unsafe { (*self.raw()).transport = t };
     }
 
-    pub(super) fn init(self, quirks: u64) -> Result {
-        // SAFETY: The controller is valid and not yet initialised.
-        to_result(unsafe { ffi::nva_ctrl_init(self.raw(), quirks as usize) })
+    /// Hands the controller to nvme-core, with the operations it was allocated with.
+    pub(super) fn init(self, quirks: u64, ops: &'static Operations) -> Result {
+        // SAFETY: The controller is valid and not yet initialised; it holds its PCI device.
+        to_result(unsafe {
+            let dev = addr_of_mut!((*(*self.raw()).pdev).dev);
+            ffi::nvme_init_ctrl(self.nvme(), dev, &ops.ctrl, quirks as usize)
+        })
     }
 
     pub(super) fn add(self) -> Result {
@@ -357,10 +385,34 @@ impl Ctrl {
         /// Ends every request of the I/O tag set still in flight as cancelled.
         cancel_tagset => nvme_cancel_tagset(nvme);
         cancel_admin_tagset => nvme_cancel_admin_tagset(nvme);
-        /// Frees the admin tag set and the admin request queue.
-        remove_admin_tag_set => nva_remove_admin_tag_set(raw);
-        /// Frees the I/O tag set, after the namespaces and the queues' `Tags` went.
-        remove_io_tag_set => nva_remove_io_tag_set(raw);
+    }
+
+    /// Frees the admin tag set and the admin request queue; nothing without them. See
+    /// [`teardown_calls`] for when this is sound.
+    pub(crate) fn remove_admin_tag_set(self) {
+        let c = self.raw();
+        // SAFETY: The controller is valid (type invariant); a tag set's tags exist from its
+        // allocation until `blk_mq_free_tag_set` clears them. Cancelling the admin tag set
+        // afterwards finds none (`nvme_cancel_admin_tagset` checks the pointer). That no
+        // request is held or reachable is the transport's part (see `teardown_calls`).
+        unsafe {
+            if !(*c).admin_tagset.tags.is_null() {
+                ffi::nvme_remove_admin_tag_set(self.nvme());
+            }
+            (*self.nvme()).admin_tagset = core::ptr::null_mut();
+        }
+    }
+
+    /// Frees the I/O tag set, after the namespaces and the queues' `Tags` went; nothing
+    /// without one. See [`teardown_calls`] for when this is sound.
+    pub(crate) fn remove_io_tag_set(self) {
+        // SAFETY: As for `remove_admin_tag_set`.
+        unsafe {
+            if !(*self.io_tag_set()).tags.is_null() {
+                ffi::nvme_remove_io_tag_set(self.nvme());
+            }
+            (*self.nvme()).tagset = core::ptr::null_mut();
+        }
     }
 
     /// The controller's character device (`nvmeN`), for messages; before `init`, the PCI
@@ -702,22 +754,30 @@ impl Ctrl {
     /// Makes the admin tag set, whose requests carry the transport's `T::Iod`; `EBUSY` while
     /// the controller has one.
     pub(crate) fn alloc_admin_tag_set<T: TagSetTypes>(self) -> Result {
-        blk::check_pdu::<T::Iod>();
-        // SAFETY: The controller is valid; the size covers the transport's part of the PDU;
-        // glue.c refuses to set up a tag set in use again.
+        let c = self.raw();
+        // SAFETY: The controller is valid; a tag set in use (its tags exist) is not set up
+        // again; the operations were built for the transport (`alloc`), and the PDU has room
+        // for its `T::Iod`.
         to_result(unsafe {
-            ffi::nva_alloc_admin_tag_set(self.raw(), core::mem::size_of::<T::Iod>())
+            if !(*c).admin_tagset.tags.is_null() {
+                return Err(EBUSY);
+            }
+            let set = addr_of_mut!((*c).admin_tagset);
+            ffi::nvme_alloc_admin_tag_set(self.nvme(), set, (*c).admin_mq_ops, pdu_size::<T>())
         })
     }
 
     /// Makes the I/O tag set with `nr_maps` queue maps, whose requests carry the transport's
     /// `T::Iod`; `EBUSY` while the controller has one.
     pub(crate) fn alloc_io_tag_set<T: TagSetTypes>(self, nr_maps: u32) -> Result {
-        blk::check_pdu::<T::Iod>();
-        // SAFETY: The controller is valid; the size covers the transport's part of the PDU;
-        // glue.c refuses to set up a tag set in use again.
+        let (c, set) = (self.raw(), self.io_tag_set());
+        // SAFETY: As for `alloc_admin_tag_set`.
         to_result(unsafe {
-            ffi::nva_alloc_io_tag_set(self.raw(), nr_maps, core::mem::size_of::<T::Iod>())
+            if !(*set).tags.is_null() {
+                return Err(EBUSY);
+            }
+            let ops = (*c).io_mq_ops;
+            ffi::nvme_alloc_io_tag_set(self.nvme(), set, ops, nr_maps, pdu_size::<T>())
         })
     }
 
