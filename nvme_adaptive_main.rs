@@ -43,7 +43,7 @@ impl kernel::Module for NvmeAdaptiveModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let debugfs = sys::debugfs::Root::new()?;
         Ok(Self {
-            _driver: sys::entry::register()?,
+            _driver: sys::entry::register::<nvme_adaptive::Controller>()?,
             _debugfs: debugfs,
         })
     }

@@ -4,10 +4,11 @@
 //! nvme-core interface of the module live here, behind safe types. The transport above it
 //! (`nvme_adaptive.rs`, `queue.rs`, ...) implements [`Transport`] and never sees a raw pointer.
 //!
-//! `glue.c` holds what Rust cannot reach (static inline helpers, macros) and the PCI driver;
-//! `ffi.rs` has bindgen's declarations of `glue.h` and of nvme-core's header; `entry.rs` builds
-//! nvme-core's and blk-mq's operation tables and turns the C callbacks into calls of
-//! [`Transport`] methods; the other files wrap one kernel facility each.
+//! `glue.c` holds what Rust cannot reach (static inline helpers, macros, the stock driver's
+//! quirks); `ffi.rs` has bindgen's declarations of `glue.h` and of nvme-core's header;
+//! `entry.rs` builds the PCI driver and nvme-core's and blk-mq's operation tables, and turns the
+//! C callbacks into calls of [`Transport`] methods; the other files wrap one kernel facility
+//! each.
 
 pub(crate) mod blk;
 pub(crate) mod cpu;
@@ -30,7 +31,7 @@ use kernel::{
 };
 
 /// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
-/// nvme-core's controller ops and of the two blk-mq tag sets, which [`entry`] builds for it;
+/// nvme-core's controller ops and of the two blk-mq tag sets, whose tables [`entry`] builds;
 /// [`transport!`](crate::transport) generates the functions `glue.c` calls.
 pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     /// The nvme-core controller this transport serves.

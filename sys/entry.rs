@@ -2,8 +2,8 @@
 
 //! From the C callbacks to [`Transport`] methods.
 //!
-//! nvme-core and blk-mq call the transport through operation tables built here for it, whose
-//! entries have the C signatures bindgen gives. `glue.c` calls functions named `nva_rust_*`;
+//! The PCI core, nvme-core and blk-mq call the transport through the driver and operation
+//! tables built here for it, whose entries have the C signatures bindgen gives. `glue.c` calls functions named `nva_rust_*`;
 //! [`transport!`](crate::transport) defines them for the transport type, each forwarding to the
 //! generic function of the same name here. Both turn the raw pointers into the safe types of
 //! this layer.
@@ -17,6 +17,7 @@ use core::{
     marker::PhantomData,
     ptr::{
         addr_of,
+        addr_of_mut,
         NonNull, //
     },
 };
@@ -38,6 +39,7 @@ use kernel::{
         Atomic,
         Release, //
     }, //
+    types::Opaque,
 };
 
 use super::{
@@ -53,43 +55,83 @@ use super::{
 /// every controller first) when dropped.
 pub(crate) struct DriverRegistration(());
 
-/// Whether a [`DriverRegistration`] exists: glue.c has one driver and one pair of hotplug
+/// Whether a [`DriverRegistration`] exists: there is one driver and one pair of hotplug
 /// states, which a second registration would overwrite.
 static REGISTERED: Atomic<bool> = Atomic::new(false);
+
+/// The PCI driver, which the driver core writes to while it is registered.
+struct PciDriver(Opaque<bindings::pci_driver>);
+
+// SAFETY: Only `register_once` writes it, before registering it, and `REGISTERED` keeps a
+// second registration from writing it while it is registered; the driver core serialises its
+// own use.
+unsafe impl Sync for PciDriver {}
+
+static PCI_DRIVER: PciDriver = PciDriver(Opaque::zeroed());
 
 impl Drop for DriverRegistration {
     fn drop(&mut self) {
         // SAFETY: Both registered in `register`, the only way to make a `DriverRegistration`;
-        // unbinding every controller removed their hotplug instances.
+        // unbinding every controller removed their hotplug instances. The quirks are no longer
+        // looked up once no probe can run.
         unsafe {
-            ffi::nva_unregister_driver();
+            bindings::pci_unregister_driver(PCI_DRIVER.0.get());
             ffi::nva_cpuhp_unregister();
+            ffi::nva_pci_quirks_exit();
         }
         REGISTERED.store(false, Release);
     }
 }
 
-/// Registers glue.c's PCI driver (from the module's init; its callbacks reach the transport
-/// [`transport!`](crate::transport) names); the driver goes away with the returned value.
-/// `EBUSY` while it is registered.
-pub(crate) fn register() -> Result<DriverRegistration> {
+/// Registers the PCI driver of transport `T` (from the module's init); the driver goes away
+/// with the returned value. `EBUSY` while it is registered.
+pub(crate) fn register<T: Transport>() -> Result<DriverRegistration> {
     if REGISTERED.cmpxchg(false, true, Acquire).is_err() {
         return Err(EBUSY);
     }
-    let registration = register_once();
+    let registration = register_once::<T>();
     if registration.is_err() {
         REGISTERED.store(false, Release);
     }
     registration
 }
 
-fn register_once() -> Result<DriverRegistration> {
+fn register_once<T: Transport>() -> Result<DriverRegistration> {
     // SAFETY: Sets up glue.c's two multi-instance hotplug states, with no instance yet (no
     // other registration exists: `REGISTERED`).
     kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
-    // SAFETY: Registers the static driver of glue.c; its callbacks are the `nva_rust_*`
-    // functions, which `transport!` defines for the module's transport.
-    if let Err(e) = kernel::error::to_result(unsafe { ffi::nva_register_driver() }) {
+    let drv = PCI_DRIVER.0.get();
+    // SAFETY: No registration exists (`REGISTERED`), so nothing else uses the driver; it is
+    // filled in whole (what is not named stays zero) before the PCI core gets it, and lives
+    // as long as the module.
+    let registered = kernel::error::to_result(unsafe {
+        drv.write(bindings::pci_driver {
+            name: DRIVER_NAME,
+            probe: Some(pci_probe::<T>),
+            remove: Some(pci_remove::<T>),
+            shutdown: Some(pci_shutdown::<T>),
+            // As the stock driver: sriov_numvfs enables and disables the virtual functions,
+            // which the controller's Virtualization Management command then gives queues and
+            // interrupts. Removal leaves them as they are, as there (the PCI core warns).
+            #[cfg(CONFIG_PCI_IOV)]
+            sriov_configure: Some(bindings::pci_sriov_configure_simple),
+            err_handler: &Tables::<T>::ERROR_HANDLERS,
+            driver: bindings::device_driver {
+                // As the stock driver: a controller's probe (enable, admin queue, Identify)
+                // runs in an async worker at boot, module load and hotplug, so controllers
+                // come up in parallel. Explicit binds (sysfs bind, drivers_probe) still probe
+                // synchronously, module load waits for the async probes unless async_probe is
+                // set for it, and unregistering the driver waits for them before detaching.
+                probe_type: bindings::probe_type_PROBE_PREFER_ASYNCHRONOUS,
+                #[cfg(CONFIG_PM_SLEEP)]
+                pm: &Tables::<T>::PM_OPS,
+                ..zeroed()
+            },
+            ..zeroed()
+        });
+        bindings::__pci_register_driver(drv, THIS_MODULE, DRIVER_NAME)
+    });
+    if let Err(e) = registered {
         // SAFETY: Registered above; no controller is bound, so no instance exists.
         unsafe { ffi::nva_cpuhp_unregister() };
         return Err(e);
@@ -108,10 +150,17 @@ unsafe fn transport<'a, T: Transport>(t: *mut c_void) -> &'a T {
     unsafe { &*t.cast::<T>() }
 }
 
+/// The PCI driver's `probe`.
+///
 /// # Safety
 ///
-/// Called by the PCI core, from `probe` of glue.c's driver, with the device lock held.
-pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c_ulong) -> c_int {
+/// Called by the PCI core, with the device lock held.
+unsafe extern "C" fn pci_probe<T: Transport>(
+    pdev: *mut bindings::pci_dev,
+    _id: *const bindings::pci_device_id,
+) -> c_int {
+    // SAFETY: The PCI core passes a live device.
+    let quirks = unsafe { ffi::nva_pci_quirks(pdev) };
     // SAFETY: The PCI core calls probe with a valid device, locked for the duration of the
     // call: the `Core` context. `Device` is a transparent wrapper of `struct pci_dev`.
     let pdev = unsafe { &*pdev.cast::<PciDevice<Core<'_>>>() };
@@ -171,13 +220,28 @@ pub(crate) unsafe fn probe<T: Transport>(pdev: *mut bindings::pci_dev, quirks: c
     })
 }
 
+/// The transport of the controller bound to `dev`.
+///
 /// # Safety
 ///
-/// Called by the PCI core from glue.c's `remove`, with the pointer `probe` stored.
-pub(crate) unsafe fn remove<T: Transport>(t: *mut c_void) {
+/// `dev` is the device of a PCI function whose probe succeeded (it published the controller
+/// as the driver data), and its `remove` has not begun.
+unsafe fn transport_of_device<'a, T: Transport>(dev: *mut bindings::device) -> &'a T {
+    // SAFETY: The driver data is the `struct nva_ctrl`, whose first member is nvme-core's
+    // controller; the controller and its transport live until `remove` drops nvme-core's
+    // reference (the caller's promise).
+    unsafe { transport_of::<T>((*dev).driver_data.cast()) }
+}
+
+/// The PCI driver's `remove`.
+///
+/// # Safety
+///
+/// Called by the PCI core, once, for a function whose probe succeeded.
+unsafe extern "C" fn pci_remove<T: Transport>(pdev: *mut bindings::pci_dev) {
     // SAFETY: The controller is alive: the reference `nvme_add_ctrl` took is only dropped by
     // `uninit` below.
-    let tr = unsafe { transport::<T>(t) };
+    let tr = unsafe { transport_of_device::<T>(pdev.device()) };
     let core = tr.core();
     core.unpublish();
     tr.remove();
@@ -201,22 +265,77 @@ macro_rules! forward {
     };
 }
 
-forward!(shutdown() -> () => |t| t.shutdown());
-forward!(error_detected(state: c_uint) -> c_uint => |t| {
-    t.error_detected(pci::ChannelState::from_raw(state)).to_raw()
-});
-forward!(slot_reset() -> c_uint => |t| t.slot_reset().to_raw());
-forward!(error_resume() -> () => |t| t.error_resume());
-forward!(reset_prepare() -> () => |t| t.reset_prepare());
-forward!(reset_done() -> () => |t| t.reset_done());
-forward!(suspend() -> c_int => |t| from_result(|| t.suspend().map(|()| 0)));
-forward!(resume() -> c_int => |t| {
-    // SAFETY: The PM core calls a driver's callbacks only while it is bound.
-    let dev = unsafe { t.function().as_bound() };
-    from_result(|| t.resume(dev).map(|()| 0))
-});
-forward!(simple_suspend() -> c_int => |t| from_result(|| t.simple_suspend().map(|()| 0)));
-forward!(simple_resume() -> c_int => |t| from_result(|| t.simple_resume().map(|()| 0)));
+/// Defines callbacks of the PCI driver (`pci_dev`) or of its power management (`device`) that
+/// reach the transport of the bound controller.
+macro_rules! bound_callbacks {
+    ($($(#[$m:meta])* $name:ident($dev:ident: $dev_ty:ty $(, $arg:ident: $ty:ty)*) -> $ret:ty
+        => |$t:ident| $body:expr;)*) => {
+        $(
+            $(#[$m])*
+            ///
+            /// # Safety
+            ///
+            /// Called by the PCI or PM core for a function the driver is bound to.
+            unsafe extern "C" fn $name<T: Transport>($dev: $dev_ty $(, $arg: $ty)*) -> $ret {
+                // SAFETY: The core calls a driver's callbacks only while it is bound, that is
+                // between a successful probe and the end of remove, which the transport's
+                // pointer outlives.
+                let $t = unsafe { transport_of_device::<T>($dev.device()) };
+                $body
+            }
+        )*
+    };
+}
+
+/// The device a PCI or PM callback gets, as the generic device.
+trait CallbackDevice {
+    /// # Safety
+    ///
+    /// `self` points to a live device.
+    unsafe fn device(self) -> *mut bindings::device;
+}
+
+impl CallbackDevice for *mut bindings::pci_dev {
+    unsafe fn device(self) -> *mut bindings::device {
+        // SAFETY: The caller's promise; only the field's address is taken.
+        unsafe { addr_of_mut!((*self).dev) }
+    }
+}
+
+impl CallbackDevice for *mut bindings::device {
+    unsafe fn device(self) -> *mut bindings::device {
+        self
+    }
+}
+
+bound_callbacks! {
+    /// The PCI driver's `shutdown`.
+    pci_shutdown(pdev: *mut bindings::pci_dev) -> () => |t| t.shutdown();
+    /// PCI error recovery: an error was detected on the link.
+    error_detected(pdev: *mut bindings::pci_dev, state: bindings::pci_channel_state_t)
+        -> bindings::pci_ers_result_t
+        => |t| t.error_detected(pci::ChannelState::from_raw(state)).to_raw();
+    slot_reset(pdev: *mut bindings::pci_dev) -> bindings::pci_ers_result_t
+        => |t| t.slot_reset().to_raw();
+    error_resume(pdev: *mut bindings::pci_dev) -> () => |t| t.error_resume();
+    reset_prepare(pdev: *mut bindings::pci_dev) -> () => |t| t.reset_prepare();
+    reset_done(pdev: *mut bindings::pci_dev) -> () => |t| t.reset_done();
+    /// System suspend.
+    pm_suspend(dev: *mut bindings::device) -> c_int
+        => |t| from_result(|| t.suspend().map(|()| 0));
+    /// System resume.
+    pm_resume(dev: *mut bindings::device) -> c_int => |t| {
+        // SAFETY: The PM core calls a driver's callbacks only while it is bound.
+        let dev = unsafe { t.function().as_bound() };
+        from_result(|| t.resume(dev).map(|()| 0))
+    };
+    /// Hibernation's freeze and poweroff.
+    pm_simple_suspend(dev: *mut bindings::device) -> c_int
+        => |t| from_result(|| t.simple_suspend().map(|()| 0));
+    /// Hibernation's thaw and restore.
+    pm_simple_resume(dev: *mut bindings::device) -> c_int
+        => |t| from_result(|| t.simple_resume().map(|()| 0));
+}
 forward!(reset_work() -> () => |t| {
     // SAFETY: nvme-core runs reset work only while the driver is bound: `remove` moves the
     // controller to DELETING, after which no reset is queued, and flushes the work before the
@@ -250,6 +369,24 @@ unsafe fn transport_of<'a, T: Transport>(ctrl: *mut ffi::nvme_ctrl) -> &'a T {
     unsafe { transport::<T>((*ctrl.cast::<ffi::NvaCtrl>()).transport) }
 }
 
+/// A C structure with every field zero, as a C static without initialiser has it.
+///
+/// # Safety
+///
+/// Zero is a valid value of every field of `S` (integers, raw and optional function pointers,
+/// structures of those).
+const unsafe fn zeroed<S>() -> S {
+    // SAFETY: The caller's promise.
+    unsafe { core::mem::zeroed() }
+}
+
+/// The module, as C's `THIS_MODULE`.
+const THIS_MODULE: *mut bindings::module =
+    <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
+
+/// The PCI driver's name, as the module's.
+const DRIVER_NAME: *const c_char = kernel::str::as_char_ptr_in_const_context(c"nvme_adaptive");
+
 /// The operation tables of transport `T`, as the kernel crate builds `blk_mq_ops`
 /// (`OperationsVTable`): each entry below has the C signature, which the compiler checks
 /// against bindgen's, and turns its arguments into the safe types of this layer.
@@ -258,15 +395,36 @@ struct Tables<T>(PhantomData<T>);
 impl<T: Transport> Tables<T> {
     /// What no table here implements (null entries, zero flags).
     const NO_MQ_OPS: bindings::blk_mq_ops = {
-        // SAFETY: Every field is an optional function pointer or an integer: zero is `None`
-        // or 0.
-        unsafe { core::mem::zeroed() }
+        // SAFETY: Every field is an optional function pointer or an integer.
+        unsafe { zeroed() }
+    };
+
+    const ERROR_HANDLERS: bindings::pci_error_handlers = bindings::pci_error_handlers {
+        error_detected: Some(error_detected::<T>),
+        slot_reset: Some(slot_reset::<T>),
+        resume: Some(error_resume::<T>),
+        reset_prepare: Some(reset_prepare::<T>),
+        reset_done: Some(reset_done::<T>),
+        // SAFETY: Every field is an optional function pointer.
+        ..unsafe { zeroed() }
+    };
+
+    #[cfg(CONFIG_PM_SLEEP)]
+    const PM_OPS: bindings::dev_pm_ops = bindings::dev_pm_ops {
+        suspend: Some(pm_suspend::<T>),
+        resume: Some(pm_resume::<T>),
+        freeze: Some(pm_simple_suspend::<T>),
+        thaw: Some(pm_simple_resume::<T>),
+        poweroff: Some(pm_simple_suspend::<T>),
+        restore: Some(pm_simple_resume::<T>),
+        // SAFETY: Every field is an optional function pointer.
+        ..unsafe { zeroed() }
     };
 
     const OPS: nvme::Operations = nvme::Operations {
         ctrl: ffi::nvme_ctrl_ops {
             name: kernel::str::as_char_ptr_in_const_context(c"pcie"),
-            module: <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+            module: THIS_MODULE,
             flags: ffi::NVME_F_METADATA_SUPPORTED,
             // glue.c's null-terminated array; nvme-core only reads it.
             dev_attr_groups: addr_of!(ffi::nva_dev_attr_groups).cast_mut().cast(),
@@ -683,27 +841,13 @@ macro_rules! __nva_export {
 macro_rules! transport {
     ($t:ty) => {
         const _: () = {
-            use kernel::bindings::pci_dev;
             use kernel::ffi::{
                 c_int,
                 c_uint,
-                c_ulong,
                 c_void, //
             };
             use $crate::__nva_export as export;
 
-            export!($t, nva_rust_probe => probe(pdev: *mut pci_dev, quirks: c_ulong) -> c_int);
-            export!($t, nva_rust_remove => remove(t: *mut c_void) -> ());
-            export!($t, nva_rust_shutdown => shutdown(t: *mut c_void) -> ());
-            export!($t, nva_rust_error_detected => error_detected(t: *mut c_void, s: c_uint) -> c_uint);
-            export!($t, nva_rust_slot_reset => slot_reset(t: *mut c_void) -> c_uint);
-            export!($t, nva_rust_error_resume => error_resume(t: *mut c_void) -> ());
-            export!($t, nva_rust_reset_prepare => reset_prepare(t: *mut c_void) -> ());
-            export!($t, nva_rust_reset_done => reset_done(t: *mut c_void) -> ());
-            export!($t, nva_rust_suspend => suspend(t: *mut c_void) -> c_int);
-            export!($t, nva_rust_resume => resume(t: *mut c_void) -> c_int);
-            export!($t, nva_rust_simple_suspend => simple_suspend(t: *mut c_void) -> c_int);
-            export!($t, nva_rust_simple_resume => simple_resume(t: *mut c_void) -> c_int);
             export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
             export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
             export!($t, nva_rust_set_host_memory => set_host_memory(t: *mut c_void, on: bool) -> c_int);

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * What the Rust side of nvme_adaptive cannot reach by itself: nvme-core's private header
- * (drivers/nvme/host/nvme.h is not covered by the kernel crate's bindings), the static inline
- * helpers of nvme-core, blk-mq and the DMA layer, the PCI driver whose entries forward to Rust,
- * and the sysfs attributes and hotplug callbacks macros build. No driver logic lives here: every
+ * What the Rust side of nvme_adaptive cannot reach by itself: the static inline helpers of
+ * nvme-core, blk-mq and the DMA layer, the stock driver's quirks (taken from its pci.c), and the
+ * sysfs attributes and hotplug callbacks that macros build. No driver logic lives here: every
  * decision is made in Rust, which reaches this file only through sys/ffi.rs.
  *
  * The entries named nva_rust_* are implemented in Rust (sys/entry.rs), declared in glue.h.
@@ -44,6 +43,9 @@
 
 /* Rust passes a struct nva_ctrl * to nvme-core's functions as its struct nvme_ctrl *. */
 static_assert(offsetof(struct nva_ctrl, ctrl) == 0);
+/* Rust's Command and Completion (cmd.rs) are the queue entries, laid out as these. */
+static_assert(sizeof(struct nvme_command) == 64);
+static_assert(sizeof(struct nvme_completion) == 16);
 
 #define NVA_WATCHING_CPUS 0
 
@@ -856,7 +858,7 @@ static const struct pci_device_id nva_quirk_table[] = {
 #include "nvme_pci_quirks.h"
 
 /* The stock driver's quirks for @pdev, as nvme_pci_alloc_dev computes them. */
-static unsigned long nva_pci_quirks(struct pci_dev *pdev)
+unsigned long nva_pci_quirks(struct pci_dev *pdev)
 {
 	const struct pci_device_id *id = pci_match_id(nva_quirk_table, pdev);
 	unsigned long quirks = id ? id->driver_data : 0;
@@ -876,128 +878,8 @@ static unsigned long nva_pci_quirks(struct pci_dev *pdev)
 	return quirks;
 }
 
-static void *transport_of(struct pci_dev *pdev)
+/* Frees what the quirks= parameter allocated (pci.c's nvme_exit). */
+void nva_pci_quirks_exit(void)
 {
-	return ((struct nva_ctrl *)pci_get_drvdata(pdev))->transport;
-}
-
-static int nva_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
-{
-	return nva_rust_probe(pdev, nva_pci_quirks(pdev));
-}
-
-static void nva_pci_remove(struct pci_dev *pdev)
-{
-	nva_rust_remove(transport_of(pdev));
-}
-
-static void nva_pci_shutdown(struct pci_dev *pdev)
-{
-	nva_rust_shutdown(transport_of(pdev));
-}
-
-static pci_ers_result_t nva_error_detected(struct pci_dev *pdev, pci_channel_state_t state)
-{
-	return (__force pci_ers_result_t)nva_rust_error_detected(transport_of(pdev),
-								 (__force unsigned int)state);
-}
-
-static pci_ers_result_t nva_slot_reset(struct pci_dev *pdev)
-{
-	return (__force pci_ers_result_t)nva_rust_slot_reset(transport_of(pdev));
-}
-
-static void nva_error_resume(struct pci_dev *pdev)
-{
-	nva_rust_error_resume(transport_of(pdev));
-}
-
-static void nva_reset_prepare(struct pci_dev *pdev)
-{
-	nva_rust_reset_prepare(transport_of(pdev));
-}
-
-static void nva_reset_done(struct pci_dev *pdev)
-{
-	nva_rust_reset_done(transport_of(pdev));
-}
-
-static const struct pci_error_handlers nva_err_handler = {
-	.error_detected = nva_error_detected,
-	.slot_reset = nva_slot_reset,
-	.resume = nva_error_resume,
-	.reset_prepare = nva_reset_prepare,
-	.reset_done = nva_reset_done,
-};
-
-#ifdef CONFIG_PM_SLEEP
-static int nva_pm_suspend(struct device *dev)
-{
-	return nva_rust_suspend(transport_of(to_pci_dev(dev)));
-}
-
-static int nva_pm_resume(struct device *dev)
-{
-	return nva_rust_resume(transport_of(to_pci_dev(dev)));
-}
-
-static int nva_pm_simple_suspend(struct device *dev)
-{
-	return nva_rust_simple_suspend(transport_of(to_pci_dev(dev)));
-}
-
-static int nva_pm_simple_resume(struct device *dev)
-{
-	return nva_rust_simple_resume(transport_of(to_pci_dev(dev)));
-}
-
-static const struct dev_pm_ops nva_pm_ops = {
-	.suspend = nva_pm_suspend,
-	.resume = nva_pm_resume,
-	.freeze = nva_pm_simple_suspend,
-	.thaw = nva_pm_simple_resume,
-	.poweroff = nva_pm_simple_suspend,
-	.restore = nva_pm_simple_resume,
-};
-#endif
-
-static struct pci_driver nva_pci_driver = {
-	.name = "nvme_adaptive",
-	.probe = nva_pci_probe,
-	.remove = nva_pci_remove,
-	.shutdown = nva_pci_shutdown,
-	/*
-	 * As the stock driver: sriov_numvfs enables and disables the virtual functions, which
-	 * the controller's Virtualization Management command then gives queues and interrupts.
-	 * Removal leaves them as they are, as there (the PCI core warns).
-	 */
-	.sriov_configure = pci_sriov_configure_simple,
-	.driver = {
-		/*
-		 * As the stock driver: a controller's probe (enable, admin queue,
-		 * Identify) runs in an async worker at boot, module load and hotplug,
-		 * so controllers come up in parallel. Explicit binds (sysfs bind,
-		 * drivers_probe) still probe synchronously, module load waits for
-		 * the async probes unless async_probe is set for it, and unregistering
-		 * the driver waits for them before detaching.
-		 */
-		.probe_type = PROBE_PREFER_ASYNCHRONOUS,
-#ifdef CONFIG_PM_SLEEP
-		.pm = &nva_pm_ops,
-#endif
-	},
-	.err_handler = &nva_err_handler,
-};
-
-int nva_register_driver(void)
-{
-	BUILD_BUG_ON(sizeof(struct nvme_command) != 64);
-	BUILD_BUG_ON(sizeof(struct nvme_completion) != 16);
-	return pci_register_driver(&nva_pci_driver);
-}
-
-void nva_unregister_driver(void)
-{
-	pci_unregister_driver(&nva_pci_driver);
 	kfree(nvme_pci_quirk_list);
 }

@@ -67,18 +67,6 @@ struct nva_dma_seg {
 };
 
 /* Implemented in Rust. */
-int nva_rust_probe(struct pci_dev *pdev, unsigned long quirks);
-void nva_rust_remove(void *t);
-void nva_rust_shutdown(void *t);
-unsigned int nva_rust_error_detected(void *t, unsigned int state);
-unsigned int nva_rust_slot_reset(void *t);
-void nva_rust_error_resume(void *t);
-void nva_rust_reset_prepare(void *t);
-void nva_rust_reset_done(void *t);
-int nva_rust_suspend(void *t);
-int nva_rust_resume(void *t);
-int nva_rust_simple_suspend(void *t);
-int nva_rust_simple_resume(void *t);
 void nva_rust_reset_work(void *t);
 void nva_rust_abort_done(void *t, u16 status);
 void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
@@ -161,8 +149,8 @@ void nva_reinit_completion(struct completion *x);
 void nva_print_device_info(struct nvme_ctrl *ctrl);
 bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl);
 extern const struct attribute_group *const nva_dev_attr_groups[];
-int nva_register_driver(void);
-void nva_unregister_driver(void);
+unsigned long nva_pci_quirks(struct pci_dev *pdev);
+void nva_pci_quirks_exit(void);
 
 int nva_cpuhp_register(void);
 void nva_cpuhp_unregister(void);
