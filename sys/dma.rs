@@ -475,14 +475,14 @@ impl SegmentPool {
         }
         // SAFETY: The array came from this pool (checked above), which is alive, and is given
         // back once (it is consumed).
-        unsafe { ffi::nva_vec_pool_free(self.pool.as_ptr(), saved.array.as_ptr().cast()) };
+        unsafe { bindings::mempool_free(saved.array.as_ptr().cast(), self.pool.as_ptr()) };
     }
 }
 
 impl Drop for SegmentPool {
     fn drop(&mut self) {
         // SAFETY: Made in `new`; every array was given back.
-        unsafe { ffi::nva_vec_pool_destroy(self.pool.as_ptr()) };
+        unsafe { bindings::mempool_destroy(self.pool.as_ptr()) };
     }
 }
 

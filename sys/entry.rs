@@ -102,8 +102,8 @@ fn register_once<T: Transport>() -> Result<DriverRegistration> {
     kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
     let drv = PCI_DRIVER.0.get();
     // SAFETY: No registration exists (`REGISTERED`), so nothing else uses the driver; it is
-    // filled in whole (what is not named stays zero) before the PCI core gets it, and lives
-    // as long as the module.
+    // filled in whole (what is not named zero, as in a C static) before the PCI core gets it,
+    // and lives as long as the module.
     let registered = kernel::error::to_result(unsafe {
         drv.write(bindings::pci_driver {
             name: DRIVER_NAME,
@@ -125,9 +125,9 @@ fn register_once<T: Transport>() -> Result<DriverRegistration> {
                 probe_type: bindings::probe_type_PROBE_PREFER_ASYNCHRONOUS,
                 #[cfg(CONFIG_PM_SLEEP)]
                 pm: &Tables::<T>::PM_OPS,
-                ..zeroed()
+                ..pin_init::zeroed()
             },
-            ..zeroed()
+            ..pin_init::zeroed()
         });
         bindings::__pci_register_driver(drv, THIS_MODULE, DRIVER_NAME)
     });
@@ -369,17 +369,6 @@ unsafe fn transport_of<'a, T: Transport>(ctrl: *mut ffi::nvme_ctrl) -> &'a T {
     unsafe { transport::<T>((*ctrl.cast::<ffi::NvaCtrl>()).transport) }
 }
 
-/// A C structure with every field zero, as a C static without initialiser has it.
-///
-/// # Safety
-///
-/// Zero is a valid value of every field of `S` (integers, raw and optional function pointers,
-/// structures of those).
-const unsafe fn zeroed<S>() -> S {
-    // SAFETY: The caller's promise.
-    unsafe { core::mem::zeroed() }
-}
-
 /// The module, as C's `THIS_MODULE`.
 const THIS_MODULE: *mut bindings::module =
     <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr();
@@ -394,10 +383,7 @@ struct Tables<T>(PhantomData<T>);
 
 impl<T: Transport> Tables<T> {
     /// What no table here implements (null entries, zero flags).
-    const NO_MQ_OPS: bindings::blk_mq_ops = {
-        // SAFETY: Every field is an optional function pointer or an integer.
-        unsafe { zeroed() }
-    };
+    const NO_MQ_OPS: bindings::blk_mq_ops = pin_init::zeroed();
 
     const ERROR_HANDLERS: bindings::pci_error_handlers = bindings::pci_error_handlers {
         error_detected: Some(error_detected::<T>),
@@ -405,8 +391,7 @@ impl<T: Transport> Tables<T> {
         resume: Some(error_resume::<T>),
         reset_prepare: Some(reset_prepare::<T>),
         reset_done: Some(reset_done::<T>),
-        // SAFETY: Every field is an optional function pointer.
-        ..unsafe { zeroed() }
+        ..pin_init::zeroed()
     };
 
     #[cfg(CONFIG_PM_SLEEP)]
@@ -417,8 +402,7 @@ impl<T: Transport> Tables<T> {
         thaw: Some(pm_simple_resume::<T>),
         poweroff: Some(pm_simple_suspend::<T>),
         restore: Some(pm_simple_resume::<T>),
-        // SAFETY: Every field is an optional function pointer.
-        ..unsafe { zeroed() }
+        ..pin_init::zeroed()
     };
 
     const OPS: nvme::Operations = nvme::Operations {

@@ -88,16 +88,6 @@ void nva_ctrl_free_unused(struct nva_ctrl *c)
 	kfree(c);
 }
 
-void nva_ctrl_publish(struct nva_ctrl *c)
-{
-	pci_set_drvdata(c->pdev, c);
-}
-
-void nva_ctrl_unpublish(struct nva_ctrl *c)
-{
-	pci_set_drvdata(c->pdev, NULL);
-}
-
 bool nva_ctrl_sgl_supported(struct nva_ctrl *c)
 {
 	return nvme_ctrl_sgl_supported(&c->ctrl);
@@ -111,22 +101,6 @@ bool nva_ctrl_meta_sgl_supported(struct nva_ctrl *c)
 bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c)
 {
 	return c->ctrl.admin_q && !blk_queue_dying(c->ctrl.admin_q);
-}
-
-/* Submits an admin command and waits: < 0 an error, > 0 the NVMe status, 0 success. */
-int nva_ctrl_submit_sync(struct nva_ctrl *c, const void *cmd)
-{
-	struct nvme_command copy;
-
-	memcpy(&copy, cmd, sizeof(copy));
-	return nvme_submit_sync_cmd(c->ctrl.admin_q, &copy, NULL, 0);
-}
-
-void nva_ctrl_complete_aen(struct nva_ctrl *c, u16 status, u64 result)
-{
-	union nvme_result res = { .u64 = (__force __le64)result };
-
-	nvme_complete_async_event(&c->ctrl, (__force __le16)status, &res);
 }
 
 nva_io_path bool nva_is_aen_cid(u16 qid, u16 cid)
@@ -469,16 +443,6 @@ void *nva_vec_pool_alloc(mempool_t *pool)
 	return mempool_alloc(pool, GFP_ATOMIC);
 }
 
-void nva_vec_pool_free(mempool_t *pool, void *p)
-{
-	mempool_free(p, pool);
-}
-
-void nva_vec_pool_destroy(mempool_t *pool)
-{
-	mempool_destroy(pool);
-}
-
 /* ---------------------------------------------------------------------------------------
  * PCI and interrupts.
  */
@@ -577,17 +541,7 @@ bool nva_pci_keeps_context_in_suspend(struct pci_dev *pdev)
 	return pci_suspend_retains_context(pdev) && pcie_aspm_enabled(pdev);
 }
 
-/* BAR @bar's CPU address, size and bus address; 0 for a BAR number beyond the standard six. */
-u64 nva_pci_bar_start(struct pci_dev *pdev, unsigned int bar)
-{
-	return bar < PCI_STD_NUM_BARS ? pci_resource_start(pdev, bar) : 0;
-}
-
-u64 nva_pci_bar_len(struct pci_dev *pdev, unsigned int bar)
-{
-	return bar < PCI_STD_NUM_BARS ? pci_resource_len(pdev, bar) : 0;
-}
-
+/* BAR @bar's bus address; 0 for a BAR number beyond the standard six. */
 u64 nva_pci_bar_bus_address(struct pci_dev *pdev, unsigned int bar)
 {
 	return bar < PCI_STD_NUM_BARS ? pci_bus_address(pdev, bar) : 0;

@@ -331,14 +331,19 @@ impl Ctrl {
     /// Makes the controller the PCI device's driver data, for the PCI callbacks (once probe
     /// succeeded).
     pub(super) fn publish(self) {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_publish(self.raw()) }
+        self.set_driver_data(self.raw().cast());
     }
 
     /// Undoes `publish` (at the start of remove).
     pub(super) fn unpublish(self) {
-        // SAFETY: The controller is valid.
-        unsafe { ffi::nva_ctrl_unpublish(self.raw()) }
+        self.set_driver_data(core::ptr::null_mut());
+    }
+
+    /// `pci_set_drvdata` on the controller's PCI device.
+    fn set_driver_data(self, data: *mut c_void) {
+        // SAFETY: The controller is valid and holds its PCI device; the PCI core reads the
+        // driver data only in the driver's callbacks, which probe and remove order with this.
+        unsafe { (*(*self.raw()).pdev).dev.driver_data = data };
     }
 
     /// Waits for the namespace scan `start` queued.
@@ -726,17 +731,28 @@ impl Ctrl {
     /// Runs an admin command and waits for it: the NVMe status (0 is success). The DMA
     /// addresses it carries are the transport's part, not typed (design.rst).
     pub(crate) fn submit_sync(self, cmd: &Command) -> Result<u32> {
-        // SAFETY: The controller is valid; `cmd` is a 64-byte NVMe command (glue.c checks the
-        // size of `struct nvme_command` at build time) that glue.c copies before use.
-        let ret = unsafe { ffi::nva_ctrl_submit_sync(self.raw(), core::ptr::from_ref(cmd).cast()) };
+        // nvme-core takes the command as its own to change.
+        let mut copy = *cmd;
+        // SAFETY: The controller is valid and its admin queue set up while the transport
+        // issues admin commands; `copy` is a 64-byte NVMe command (glue.c checks the size of
+        // `struct nvme_command` at build time, `Command` has the alignment of its u64s).
+        let ret = unsafe {
+            let cmd = core::ptr::from_mut(&mut copy).cast();
+            ffi::nvme_submit_sync_cmd((*self.nvme()).admin_q, cmd, core::ptr::null_mut(), 0)
+        };
         to_result(ret.min(0))?;
         Ok(ret as u32)
     }
 
-    /// Hands the completion of an Asynchronous Event Request to nvme-core.
+    /// Hands the completion of an Asynchronous Event Request to nvme-core, its status and
+    /// result as the device wrote them (little-endian), as nvme-core takes them.
     pub(crate) fn complete_aen(self, status: u16, result: u64) {
-        // SAFETY: The controller is valid; nvme-core allows this from interrupt context.
-        unsafe { ffi::nva_ctrl_complete_aen(self.raw(), status, result) }
+        // SAFETY: The controller is valid; nvme-core allows this from interrupt context. The
+        // result is 8 bytes like `union nvme_result`, read by nvme-core during the call.
+        unsafe {
+            let res = core::ptr::from_ref(&result).cast_mut().cast();
+            ffi::nvme_complete_async_event(self.nvme(), status, res)
+        }
     }
 
     /// Takes one of the controller's Abort slots (Identify ACL); false when none is left.

@@ -204,14 +204,20 @@ impl Function {
 
     /// BAR `bar`'s CPU address (0 for a BAR number beyond the six standard ones).
     pub(crate) fn bar_start(&self, bar: u32) -> u64 {
-        // SAFETY: `pdev` is live; glue.c checks `bar`.
-        unsafe { ffi::nva_pci_bar_start(self.raw(), bar) }
+        if bar >= bindings::PCI_STD_NUM_BARS {
+            return 0;
+        }
+        // SAFETY: `pdev` is live and `bar` one of its standard BARs.
+        unsafe { bindings::pci_resource_start(self.raw(), bar as c_int) }
     }
 
     /// BAR `bar`'s size (0 for a BAR number beyond the six standard ones).
     pub(crate) fn bar_len(&self, bar: u32) -> u64 {
-        // SAFETY: `pdev` is live; glue.c checks `bar`.
-        unsafe { ffi::nva_pci_bar_len(self.raw(), bar) }
+        if bar >= bindings::PCI_STD_NUM_BARS {
+            return 0;
+        }
+        // SAFETY: `pdev` is live and `bar` one of its standard BARs.
+        unsafe { bindings::pci_resource_len(self.raw(), bar as c_int) }
     }
 
     /// BAR `bar`'s address on the bus (0 for a BAR number beyond the six standard ones).
