@@ -85,7 +85,7 @@ glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze q
 	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd change_ctrl_state \
 	get_features set_features setup_cmd fail_nonready_command host_path_error init_ctrl \
 	alloc_admin_tag_set alloc_io_tag_set remove_admin_tag_set remove_io_tag_set \
-	submit_sync_cmd complete_async_event
+	submit_sync_cmd complete_async_event init_request
 # nvme-core's types whose fields sys/ reads and sets, and the constants it tests them with.
 glue_nvme_types := nvme_ctrl nvme_ctrl_ops nvme_ctrl_state nvme_ctrl_type nvme_dctype nvme_quirks \
 	nvme_request

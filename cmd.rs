@@ -10,6 +10,7 @@ pub(crate) mod opcode {
     pub(crate) const DELETE_SQ: u8 = 0x00;
     pub(crate) const CREATE_SQ: u8 = 0x01;
     pub(crate) const DELETE_CQ: u8 = 0x04;
+    pub(crate) const ABORT: u8 = 0x08;
     pub(crate) const CREATE_CQ: u8 = 0x05;
     pub(crate) const SET_FEATURES: u8 = 0x09;
     pub(crate) const ASYNC_EVENT: u8 = 0x0c;
@@ -154,6 +155,20 @@ impl Command {
         c.cdw13 = (descs as u32).to_le();
         c.cdw14 = ((descs >> 32) as u32).to_le();
         c.cdw15 = entries.to_le();
+        c
+    }
+
+    /// Delete I/O Submission or Completion Queue `qid` (`opcode` `DELETE_SQ` or `DELETE_CQ`).
+    pub(crate) fn delete_queue(opcode: u8, qid: u16) -> Self {
+        let mut c = Self::admin(opcode);
+        c.cdw10 = u32::from(qid).to_le();
+        c
+    }
+
+    /// Abort of the command with identifier `command_id` on submission queue `sqid`.
+    pub(crate) fn abort(sqid: u16, command_id: u16) -> Self {
+        let mut c = Self::admin(opcode::ABORT);
+        c.cdw10 = (u32::from(sqid) | u32::from(command_id) << 16).to_le();
         c
     }
 

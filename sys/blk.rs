@@ -479,6 +479,19 @@ impl<P: Default> InFlight<P> {
         Self(unsafe { Request::from_raw(rq) })
     }
 
+    /// The NVMe status nvme-core recorded for an ended request.
+    pub(super) fn nvme_status(&self) -> u16 {
+        // SAFETY: nvme-core's part is valid (see `Request::nvme`); the status was recorded
+        // when the command completed, before the request ended.
+        unsafe { (*self.0.nvme()).status }
+    }
+
+    /// What the sender stored with an ended request for its end (`end_io_data`).
+    pub(super) fn end_io_data(&self) -> usize {
+        // SAFETY: The request is live; the sender set the field before issuing it.
+        unsafe { (*self.0.raw()).end_io_data as usize }
+    }
+
     /// The transport of the request's controller.
     pub(super) fn transport_ptr(&self) -> *mut core::ffi::c_void {
         // SAFETY: The request is live and belongs to one of our controllers, whose

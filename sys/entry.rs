@@ -349,11 +349,6 @@ forward!(set_host_memory(on: bool) -> c_int => |t| {
     let dev = unsafe { t.function().as_bound() };
     from_result(|| t.set_host_memory(dev, on).map(|()| 0))
 });
-forward!(abort_done(status: u16) -> () => |t| t.abort_done(status));
-// The controller may have stopped waiting for the command (a timeout), but the transport
-// lives until `free_ctrl`, after nvme-core's last reference, which teardown drops only after
-// destroying the admin queue (`nvme_remove_admin_tag_set`), which waits for the command.
-forward!(delete_done(qid: u16, error: u8) -> () => |t| t.delete_done(qid, error != 0));
 forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
 forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
 
@@ -446,6 +441,8 @@ impl<T: Transport> Tables<T> {
             poll: Some(poll::<T>),
             ..Self::NO_MQ_OPS
         },
+        abort_end: Some(abort_end::<T>),
+        delete_end: Some(delete_end::<T>),
     };
 }
 
@@ -770,6 +767,63 @@ unsafe extern "C" fn timeout<T: Transport>(
     }
 }
 
+/// Ends an admin request sent without waiting: `done` with the transport and the request,
+/// then the request is freed. Until then it holds the admin queue, so the controller's
+/// teardown (`nvme_remove_admin_tag_set`), and with it the transport's free, waits for `done`,
+/// though the transport may have stopped waiting for the command (a timeout).
+///
+/// # Safety
+///
+/// Called from blk-mq's end of that request, once, on the admin queue of one of our live
+/// controllers.
+unsafe fn end_sent<T: Transport>(
+    rq: *mut bindings::request,
+    done: impl FnOnce(&T, &blk::InFlight<T::Iod>),
+) -> bindings::rq_end_io_ret {
+    // SAFETY: The request is ended and the driver's until it is freed below; its tag set
+    // carries `T::Iod` PDUs.
+    let ended = unsafe { blk::InFlight::<T::Iod>::from_raw(rq) };
+    // SAFETY: The request belongs to a live controller of transport `T`.
+    done(unsafe { transport::<T>(ended.transport_ptr()) }, &ended);
+    // SAFETY: blk-mq gave the request back; nothing uses it after this.
+    unsafe { bindings::blk_mq_free_request(rq) };
+    bindings::rq_end_io_ret_RQ_END_IO_NONE
+}
+
+/// The end of an Abort [`nvme::Ctrl::submit_abort`] sent: the transport's `abort_done` with
+/// its NVMe status.
+///
+/// # Safety
+///
+/// As for [`end_sent`].
+unsafe extern "C" fn abort_end<T: Transport>(
+    rq: *mut bindings::request,
+    _error: bindings::blk_status_t,
+    _iob: *const bindings::io_comp_batch,
+) -> bindings::rq_end_io_ret {
+    // SAFETY: The caller's promise.
+    unsafe { end_sent::<T>(rq, |t, rq| t.abort_done(rq.nvme_status())) }
+}
+
+/// The end of a Delete SQ or CQ [`nvme::Ctrl::submit_delete_queue`] sent: the transport's
+/// `delete_done` with the queue.
+///
+/// # Safety
+///
+/// As for [`end_sent`].
+unsafe extern "C" fn delete_end<T: Transport>(
+    rq: *mut bindings::request,
+    error: bindings::blk_status_t,
+    _iob: *const bindings::io_comp_batch,
+) -> bindings::rq_end_io_ret {
+    // SAFETY: The caller's promise.
+    unsafe {
+        end_sent::<T>(rq, |t, rq| {
+            t.delete_done(rq.end_io_data() as u16, error != 0)
+        })
+    }
+}
+
 /// blk-mq's `poll`.
 ///
 /// # Safety
@@ -833,9 +887,7 @@ macro_rules! transport {
             use $crate::__nva_export as export;
 
             export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
-            export!($t, nva_rust_abort_done => abort_done(t: *mut c_void, status: u16) -> ());
             export!($t, nva_rust_set_host_memory => set_host_memory(t: *mut c_void, on: bool) -> c_int);
-            export!($t, nva_rust_delete_done => delete_done(t: *mut c_void, qid: u16, error: u8) -> ());
             export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
             export!($t, nva_rust_cpu_down_ended => cpu_down_ended(t: *mut c_void, cpu: c_uint) -> ());
         };

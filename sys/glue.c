@@ -212,65 +212,6 @@ nva_io_path bool nva_rq_gaps_within_page(struct request *rq)
 	return req_phys_gap_mask(rq) & (NVME_CTRL_PAGE_SIZE - 1);
 }
 
-/* Sends an admin Abort for @rq's command without waiting; its end calls nva_rust_abort_done. */
-static enum rq_end_io_ret nva_abort_end(struct request *req, blk_status_t error,
-					const struct io_comp_batch *iob)
-{
-	struct nva_ctrl *c = to_nva(nvme_req(req)->ctrl);
-
-	nva_rust_abort_done(c->transport, nvme_req(req)->status);
-	blk_mq_free_request(req);
-	return RQ_END_IO_NONE;
-}
-
-int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid)
-{
-	struct nvme_command cmd = { };
-	struct request *abort_req;
-
-	cmd.abort.opcode = nvme_admin_abort_cmd;
-	cmd.abort.cid = nvme_cid(rq);
-	cmd.abort.sqid = cpu_to_le16(sqid);
-	abort_req = blk_mq_alloc_request(c->ctrl.admin_q, nvme_req_op(&cmd), BLK_MQ_REQ_NOWAIT);
-	if (IS_ERR(abort_req))
-		return PTR_ERR(abort_req);
-	nvme_init_request(abort_req, &cmd);
-	abort_req->end_io = nva_abort_end;
-	abort_req->end_io_data = NULL;
-	blk_execute_rq_nowait(abort_req, false);
-	return 0;
-}
-
-/*
- * Sends Delete SQ or CQ @qid without waiting; its end calls nva_rust_delete_done with @qid.
- * The request is freed after that call: until then it holds the admin queue, so the
- * controller's teardown (and the transport's free) waits for the call to return.
- */
-static enum rq_end_io_ret nva_delete_end(struct request *req, blk_status_t error,
-					 const struct io_comp_batch *iob)
-{
-	nva_rust_delete_done(to_nva(nvme_req(req)->ctrl)->transport, (u16)(uintptr_t)req->end_io_data, error);
-	blk_mq_free_request(req);
-	return RQ_END_IO_NONE;
-}
-
-int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid)
-{
-	struct nvme_command cmd = { };
-	struct request *req;
-
-	cmd.delete_queue.opcode = opcode;
-	cmd.delete_queue.qid = cpu_to_le16(qid);
-	req = blk_mq_alloc_request(c->ctrl.admin_q, nvme_req_op(&cmd), BLK_MQ_REQ_NOWAIT);
-	if (IS_ERR(req))
-		return PTR_ERR(req);
-	nvme_init_request(req, &cmd);
-	req->end_io = nva_delete_end;
-	req->end_io_data = (void *)(uintptr_t)qid;
-	blk_execute_rq_nowait(req, false);
-	return 0;
-}
-
 /* ---------------------------------------------------------------------------------------
  * DMA mapping of request data and metadata, with the block layer's iterators.
  */

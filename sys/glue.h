@@ -27,9 +27,8 @@ struct nva_ctrl {
 	struct pci_dev *pdev;
 	/* The Rust controller, from probe until free_ctrl. */
 	void *transport;
-	/* The blk-mq operations of the two tag sets, Rust's for its transport. */
-	const struct blk_mq_ops *admin_mq_ops;
-	const struct blk_mq_ops *io_mq_ops;
+	/* The operations Rust built for its transport (sys/nvme.rs, Operations). */
+	const void *ops;
 	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
@@ -68,8 +67,6 @@ struct nva_dma_seg {
 
 /* Implemented in Rust. */
 void nva_rust_reset_work(void *t);
-void nva_rust_abort_done(void *t, u16 status);
-void nva_rust_delete_done(void *t, u16 qid, blk_status_t error);
 void nva_rust_cpu_going_down(void *t, unsigned int cpu);
 void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
 int nva_rust_set_host_memory(void *t, bool enable);
@@ -101,8 +98,6 @@ unsigned int nva_rq_payload_bytes(struct request *rq);
 unsigned short nva_rq_nr_phys_segments(struct request *rq);
 bool nva_rq_has_integrity(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
-int nva_submit_abort(struct nva_ctrl *c, struct request *rq, u16 sqid);
-int nva_submit_delete_queue(struct nva_ctrl *c, u8 opcode, u16 qid);
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
 				struct nva_dma_seg *seg);
 void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len);

@@ -241,12 +241,17 @@ macro_rules! teardown_calls {
     };
 }
 
-/// The operations C calls a transport through: nvme-core's for the controller, and blk-mq's
-/// for its admin and I/O tag sets ([`entry`](super::entry) builds them for the transport).
+/// The operations C calls a transport through: nvme-core's for the controller, blk-mq's for
+/// its admin and I/O tag sets, and the ends of the admin commands sent without waiting
+/// ([`entry`](super::entry) builds them for the transport).
 pub(super) struct Operations {
     pub(super) ctrl: ffi::nvme_ctrl_ops,
     pub(super) admin: bindings::blk_mq_ops,
     pub(super) io: bindings::blk_mq_ops,
+    /// Ends an Abort ([`Ctrl::submit_abort`]).
+    pub(super) abort_end: bindings::rq_end_io_fn,
+    /// Ends a Delete SQ or CQ ([`Ctrl::submit_delete_queue`]), the queue in `end_io_data`.
+    pub(super) delete_end: bindings::rq_end_io_fn,
 }
 
 impl Ctrl {
@@ -259,10 +264,7 @@ impl Ctrl {
         // SAFETY: `pdev` is a live PCI device (it is being probed).
         let c = NonNull::new(unsafe { ffi::nva_ctrl_alloc(raw) }).ok_or(ENOMEM)?;
         // SAFETY: The controller was just allocated; nothing else uses it yet.
-        unsafe {
-            (*c.as_ptr()).admin_mq_ops = &ops.admin;
-            (*c.as_ptr()).io_mq_ops = &ops.io;
-        }
+        unsafe { (*c.as_ptr()).ops = core::ptr::from_ref(ops).cast() };
         Ok(Self(c))
     }
 
@@ -778,21 +780,20 @@ impl Ctrl {
             if !(*c).admin_tagset.tags.is_null() {
                 return Err(EBUSY);
             }
-            let set = addr_of_mut!((*c).admin_tagset);
-            ffi::nvme_alloc_admin_tag_set(self.nvme(), set, (*c).admin_mq_ops, pdu_size::<T>())
+            let (set, ops) = (addr_of_mut!((*c).admin_tagset), &self.operations().admin);
+            ffi::nvme_alloc_admin_tag_set(self.nvme(), set, ops, pdu_size::<T>())
         })
     }
 
     /// Makes the I/O tag set with `nr_maps` queue maps, whose requests carry the transport's
     /// `T::Iod`; `EBUSY` while the controller has one.
     pub(crate) fn alloc_io_tag_set<T: TagSetTypes>(self, nr_maps: u32) -> Result {
-        let (c, set) = (self.raw(), self.io_tag_set());
+        let (set, ops) = (self.io_tag_set(), &self.operations().io);
         // SAFETY: As for `alloc_admin_tag_set`.
         to_result(unsafe {
             if !(*set).tags.is_null() {
                 return Err(EBUSY);
             }
-            let ops = (*c).io_mq_ops;
             ffi::nvme_alloc_io_tag_set(self.nvme(), set, ops, nr_maps, pdu_size::<T>())
         })
     }
@@ -818,15 +819,41 @@ impl Ctrl {
 
     /// Sends an Abort for `rq`'s command on queue `sqid`, without waiting; the transport's
     /// `abort_done` runs when it completes.
-    pub(crate) fn submit_abort<P>(self, rq: &blk::Request<P>, sqid: u16) -> Result {
-        // SAFETY: The controller is valid; `rq` is in flight on this controller.
-        to_result(unsafe { ffi::nva_submit_abort(self.raw(), rq.raw(), sqid) })
+    pub(crate) fn submit_abort<P: Default>(self, rq: &blk::Request<P>, sqid: u16) -> Result {
+        let cmd = Command::abort(sqid, rq.command_id());
+        self.submit_nowait(cmd, self.operations().abort_end, 0)
     }
 
     /// Sends Delete I/O SQ (`opcode` 0) or CQ (4) for `qid` without waiting; the transport's
     /// `delete_done` runs with `qid` when it ends.
     pub(crate) fn submit_delete_queue(self, opcode: u8, qid: u16) -> Result {
-        // SAFETY: The controller is valid.
-        to_result(unsafe { ffi::nva_submit_delete_queue(self.raw(), opcode, qid) })
+        let cmd = Command::delete_queue(opcode, qid);
+        self.submit_nowait(cmd, self.operations().delete_end, qid.into())
+    }
+
+    /// Sends admin command `cmd` without waiting; blk-mq calls `end` when it ends, with
+    /// `data` as the request's `end_io_data`, and `end` frees the request.
+    fn submit_nowait(self, mut cmd: Command, end: bindings::rq_end_io_fn, data: usize) -> Result {
+        // Neither command of `submit_*` transfers data: the request reads from the device.
+        const OP: bindings::blk_opf_t = bindings::req_op_REQ_OP_DRV_IN;
+        const NOWAIT: bindings::blk_mq_req_flags_t = bindings::BLK_MQ_REQ_NOWAIT;
+        // SAFETY: The controller is valid and its admin queue set up while the transport
+        // sends these; the request, once allocated, is ours until blk-mq ends it, and
+        // `nvme_init_request` copies the command into it.
+        unsafe {
+            let q = (*self.nvme()).admin_q;
+            let rq = kernel::error::from_err_ptr(bindings::blk_mq_alloc_request(q, OP, NOWAIT))?;
+            ffi::nvme_init_request(rq, core::ptr::from_mut(&mut cmd).cast());
+            (*rq).end_io = end;
+            (*rq).end_io_data = data as *mut c_void;
+            bindings::blk_execute_rq_nowait(rq, false);
+        }
+        Ok(())
+    }
+
+    /// The operations the controller was allocated with.
+    fn operations(self) -> &'static Operations {
+        // SAFETY: The controller is valid; `alloc` set the pointer to a `&'static Operations`.
+        unsafe { &*(*self.raw()).ops.cast::<Operations>() }
     }
 }
