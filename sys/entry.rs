@@ -377,8 +377,15 @@ const DRIVER_NAME: *const c_char = kernel::str::as_char_ptr_in_const_context(c"n
 struct Tables<T>(PhantomData<T>);
 
 impl<T: Transport> Tables<T> {
-    /// What no table here implements (null entries, zero flags).
-    const NO_MQ_OPS: bindings::blk_mq_ops = pin_init::zeroed();
+    const ADMIN_MQ_OPS: bindings::blk_mq_ops = bindings::blk_mq_ops {
+        queue_rq: Some(queue_rq::<T>),
+        commit_rqs: Some(commit_rqs::<T>),
+        complete: Some(complete::<T>),
+        init_hctx: Some(admin_init_hctx::<T>),
+        init_request: Some(init_request::<T>),
+        timeout: Some(timeout::<T>),
+        ..pin_init::zeroed()
+    };
 
     const ERROR_HANDLERS: bindings::pci_error_handlers = bindings::pci_error_handlers {
         error_detected: Some(error_detected::<T>),
@@ -420,26 +427,14 @@ impl<T: Transport> Tables<T> {
             supports_pci_p2pdma: Some(ffi::nva_supports_pci_p2pdma),
             get_virt_boundary: Some(get_virt_boundary::<T>),
         },
-        admin: bindings::blk_mq_ops {
-            queue_rq: Some(queue_rq::<T>),
-            commit_rqs: Some(commit_rqs::<T>),
-            complete: Some(complete::<T>),
-            init_hctx: Some(admin_init_hctx::<T>),
-            init_request: Some(init_request::<T>),
-            timeout: Some(timeout::<T>),
-            ..Self::NO_MQ_OPS
-        },
+        admin: Self::ADMIN_MQ_OPS,
+        // The admin tag set's, with batches, queue maps and polling.
         io: bindings::blk_mq_ops {
-            queue_rq: Some(queue_rq::<T>),
             queue_rqs: Some(queue_rqs::<T>),
-            commit_rqs: Some(commit_rqs::<T>),
-            complete: Some(complete::<T>),
             init_hctx: Some(io_init_hctx::<T>),
-            init_request: Some(init_request::<T>),
             map_queues: Some(map_queues::<T>),
-            timeout: Some(timeout::<T>),
             poll: Some(poll::<T>),
-            ..Self::NO_MQ_OPS
+            ..Self::ADMIN_MQ_OPS
         },
         abort_end: Some(abort_end::<T>),
         delete_end: Some(delete_end::<T>),
