@@ -387,65 +387,6 @@ void *nva_vec_pool_alloc(mempool_t *pool)
 /* ---------------------------------------------------------------------------------------
  * PCI and interrupts.
  */
-struct nva_irq_sets {
-	unsigned int write_queues;
-	unsigned int read_queues;
-};
-
-/*
- * pci.c's nvme_calc_irq_sets: of the @nrirqs vectors after the admin queue's, write_queues
- * for the default (write) set, at least one, and the rest, at least one, for the read set;
- * one set for all when write_queues is 0 or there is a single vector. Called again with
- * fewer vectors when the PCI core cannot allocate them all: the last call's split stands.
- */
-static void nva_calc_irq_sets(struct irq_affinity *affd, unsigned int nrirqs)
-{
-	struct nva_irq_sets *sets = affd->priv;
-	unsigned int nr_read_queues, nr_write_queues = sets->write_queues;
-
-	if (!nrirqs) {
-		nrirqs = 1;
-		nr_read_queues = 0;
-	} else if (nrirqs == 1 || !nr_write_queues) {
-		nr_read_queues = 0;
-	} else if (nr_write_queues >= nrirqs) {
-		nr_read_queues = 1;
-	} else {
-		nr_read_queues = nrirqs - nr_write_queues;
-	}
-	affd->set_size[HCTX_TYPE_DEFAULT] = nrirqs - nr_read_queues;
-	affd->set_size[HCTX_TYPE_READ] = nr_read_queues;
-	affd->nr_sets = nr_read_queues ? 2 : 1;
-	sets->read_queues = nr_read_queues;
-}
-
-/*
- * With @spread, the vectors after the first get managed affinity, in the sets of
- * nva_calc_irq_sets for @write_queues; *@read_queues is then the read set's size.
- */
-int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok,
-			  unsigned int write_queues, unsigned int *read_queues)
-{
-	struct nva_irq_sets sets = { .write_queues = write_queues };
-	struct irq_affinity affd = {
-		.pre_vectors = 1,
-		.calc_sets = nva_calc_irq_sets,
-		.priv = &sets,
-	};
-	unsigned int flags = PCI_IRQ_ALL_TYPES;
-	int ret;
-
-	*read_queues = 0;
-	if (!msi_ok)
-		flags &= ~PCI_IRQ_MSI;
-	if (!spread)
-		return pci_alloc_irq_vectors(pdev, 1, max, flags);
-	ret = pci_alloc_irq_vectors_affinity(pdev, 1, max, flags | PCI_IRQ_AFFINITY, &affd);
-	if (ret > 0)
-		*read_queues = sets.read_queues;
-	return ret;
-}
-
 bool nva_pci_is_enabled(struct pci_dev *pdev)
 {
 	return pci_is_enabled(pdev);

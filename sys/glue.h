@@ -115,8 +115,6 @@ void nva_rq_integrity_bvec(struct request *rq, u32 *len, bool *p2p);
 bool nva_map_integrity_bvec(struct request *rq, struct device *dev, u64 *addr);
 mempool_t *nva_vec_pool_create(size_t size, int node);
 void *nva_vec_pool_alloc(mempool_t *pool);
-int nva_alloc_irq_vectors(struct pci_dev *pdev, unsigned int max, bool spread, bool msi_ok,
-			  unsigned int write_queues, unsigned int *read_queues);
 bool nva_pci_is_enabled(struct pci_dev *pdev);
 bool nva_pci_channel_offline(struct pci_dev *pdev);
 bool nva_pci_disconnected(struct pci_dev *pdev);

@@ -265,6 +265,8 @@ impl Function {
         self.alloc_vectors(max, true, msi_ok, write_queues)
     }
 
+    /// With `spread`, the vectors after the first get managed affinity, in the sets of
+    /// [`split_irq_sets`] for `write_queues`; the read set's size comes back with the count.
     fn alloc_vectors(
         &self,
         max: u32,
@@ -272,21 +274,35 @@ impl Function {
         msi_ok: bool,
         write_queues: u32,
     ) -> Result<(u32, u32)> {
-        let mut read_queues = 0;
-        // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them first);
-        // `read_queues` is valid for writes.
+        let mut flags = bindings::PCI_IRQ_ALL_TYPES;
+        if !msi_ok {
+            flags &= !bindings::PCI_IRQ_MSI;
+        }
+        if !spread {
+            // SAFETY: `pdev` is live and has no vectors allocated (the caller frees them
+            // first).
+            let n = unsafe { bindings::pci_alloc_irq_vectors(self.raw(), 1, max, flags) };
+            to_result(n.min(0))?;
+            return Ok((n as u32, 0));
+        }
+        let mut sets = IrqSets {
+            write_queues,
+            read_queues: 0,
+        };
+        let mut affinity = bindings::irq_affinity {
+            pre_vectors: 1,
+            calc_sets: Some(calc_irq_sets),
+            priv_: core::ptr::from_mut(&mut sets).cast(),
+            ..Default::default()
+        };
+        flags |= bindings::PCI_IRQ_AFFINITY;
+        // SAFETY: As above; `affinity` and the `IrqSets` it points to outlive the call, which
+        // runs `calc_irq_sets` on them.
         let n = unsafe {
-            ffi::nva_alloc_irq_vectors(
-                self.raw(),
-                max,
-                spread,
-                msi_ok,
-                write_queues,
-                &mut read_queues,
-            )
+            bindings::pci_alloc_irq_vectors_affinity(self.raw(), 1, max, flags, &mut affinity)
         };
         to_result(n.min(0))?;
-        Ok((n as u32, read_queues))
+        Ok((n as u32, sets.read_queues))
     }
 
     /// The Linux interrupt number of vector `index`.
@@ -352,9 +368,64 @@ impl Regs {
     }
 }
 
+/// What [`calc_irq_sets`] works from (`irq_affinity.priv`): the write queues asked for, and
+/// the read set's size it chose last.
+struct IrqSets {
+    write_queues: u32,
+    read_queues: u32,
+}
+
+/// pci.c's `nvme_calc_irq_sets`: how `nrirqs` vectors after the admin queue's split into the
+/// default (write) set and the read set, as (vectors, read set's size): `write_queues` for
+/// writes, at least one, and the rest, at least one, for reads; one set for all when
+/// `write_queues` is 0 or there is a single vector. No vector at all still counts one.
+fn split_irq_sets(nrirqs: u32, write_queues: u32) -> (u32, u32) {
+    match nrirqs {
+        0 | 1 => (1, 0),
+        _ if write_queues == 0 => (nrirqs, 0),
+        _ if write_queues >= nrirqs => (nrirqs, 1),
+        _ => (nrirqs, nrirqs - write_queues),
+    }
+}
+
+/// The interrupt core's `calc_sets`, called again with fewer vectors when the PCI core cannot
+/// allocate them all: the last call's split stands.
+///
+/// # Safety
+///
+/// Called by the interrupt core during `alloc_vectors`, with its `irq_affinity`, whose
+/// private data is an [`IrqSets`].
+unsafe extern "C" fn calc_irq_sets(affinity: *mut bindings::irq_affinity, nrirqs: c_uint) {
+    // SAFETY: The caller's promise: both are valid and nothing else uses them meanwhile.
+    let (affinity, sets) = unsafe { (&mut *affinity, &mut *(*affinity).priv_.cast::<IrqSets>()) };
+    let (nrirqs, read) = split_irq_sets(nrirqs, sets.write_queues);
+    affinity.set_size[bindings::hctx_type_HCTX_TYPE_DEFAULT as usize] = nrirqs - read;
+    affinity.set_size[bindings::hctx_type_HCTX_TYPE_READ as usize] = read;
+    affinity.nr_sets = if read > 0 { 2 } else { 1 };
+    sets.read_queues = read;
+}
+
 /// The alignment `memremap_pages` needs, which peer-to-peer memory is mapped with
 /// (`memremap_compat_align`).
 pub(crate) fn memremap_alignment() -> u64 {
     // SAFETY: Reads an architecture constant (a power of two).
     (unsafe { ffi::nva_memremap_compat_align() } as u64).max(1)
+}
+
+#[kunit_tests(nvme_adaptive_pci)]
+mod tests {
+    use super::split_irq_sets;
+
+    #[test]
+    fn irq_sets_as_pci_c() {
+        // One set for all: no write queues asked for, or a single vector (or none).
+        assert_eq!(split_irq_sets(8, 0), (8, 0));
+        assert_eq!(split_irq_sets(1, 4), (1, 0));
+        assert_eq!(split_irq_sets(0, 4), (1, 0));
+        // The write queues asked for, the rest for reads, at least one each.
+        assert_eq!(split_irq_sets(8, 3), (8, 5));
+        assert_eq!(split_irq_sets(2, 1), (2, 1));
+        assert_eq!(split_irq_sets(4, 4), (4, 1));
+        assert_eq!(split_irq_sets(4, 9), (4, 1));
+    }
 }

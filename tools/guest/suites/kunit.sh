@@ -1,9 +1,10 @@
-# The module's KUnit suites (CMB layout, command encoding, HMB sizing, register decoding).
+# The module's KUnit suites (CMB layout, command encoding, HMB sizing, interrupt sets, register
+# decoding).
 # KUnit is built into the test kernel, so the suites run when the module loads; each case is
 # reported here: "ok" PASS, "ok ... # SKIP" SKIP (which fails a debug-kernel run unless
 # allowed), "not ok" FAIL. The suites the module registers (the KUnit debugfs entries its insmod
 # adds) must be exactly these:
-KUNIT_SUITES="nvme_adaptive_cmb nvme_adaptive_cmd nvme_adaptive_hmb nvme_adaptive_regs"
+KUNIT_SUITES="nvme_adaptive_cmb nvme_adaptive_cmd nvme_adaptive_hmb nvme_adaptive_pci nvme_adaptive_regs"
 KUNIT=/sys/kernel/debug/kunit
 
 kunit_dirs() {
