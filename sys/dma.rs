@@ -341,10 +341,10 @@ impl DmaPool {
     ) -> Result<Self> {
         let origin = Origin::new_pool(size / 8)?;
         let (name, node) = (name.as_char_ptr(), node.index() as i32);
+        let dev = f.dma_dev();
         // SAFETY: `f` is a bound device; `name` is a static string; `node` is a node the
         // kernel knows; no boundary.
-        let pool =
-            unsafe { bindings::dma_pool_create_node(name, f.dma_dev(), size, align, 0, node) };
+        let pool = unsafe { bindings::dma_pool_create_node(name, dev, size, align, 0, node) };
         Ok(Self {
             pool: NonNull::new(pool).ok_or(ENOMEM)?,
             origin,
@@ -353,10 +353,9 @@ impl DmaPool {
 
     /// A block, or `None` when memory is short (atomic allocation).
     pub(crate) fn alloc(&self) -> Option<PoolBlock> {
-        let mut dma = 0;
+        let (pool, mut dma) = (self.pool.as_ptr(), 0);
         // SAFETY: The pool is valid; `dma` is valid for writes.
-        let cpu =
-            unsafe { bindings::dma_pool_alloc(self.pool.as_ptr(), bindings::GFP_ATOMIC, &mut dma) };
+        let cpu = unsafe { bindings::dma_pool_alloc(pool, bindings::GFP_ATOMIC, &mut dma) };
         Some(PoolBlock {
             cpu: NonNull::new(cpu.cast::<u64>())?,
             dma,
