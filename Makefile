@@ -86,11 +86,13 @@ glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze q
 	get_features set_features setup_cmd fail_nonready_command host_path_error init_ctrl \
 	alloc_admin_tag_set alloc_io_tag_set remove_admin_tag_set remove_io_tag_set \
 	submit_sync_cmd complete_async_event init_request
-# nvme-core's types whose fields sys/ reads and sets, and the constants it tests them with.
+# nvme-core's types whose fields sys/ reads and sets, the constants it tests them with, and its
+# attribute groups of the controller device.
 glue_nvme_types := nvme_ctrl nvme_ctrl_ops nvme_ctrl_state nvme_ctrl_type nvme_dctype nvme_quirks \
 	nvme_request
 glue_nvme_vars := NVME_AQ_DEPTH NVME_AQ_BLK_MQ_DEPTH NVME_CC_ENABLE NVME_CC_SHN_NORMAL \
-	NVME_CTRL_OACS_DBBUF_SUPP NVME_REQ_CANCELLED NVME_REQ_USERCMD NVME_F_METADATA_SUPPORTED
+	NVME_CTRL_OACS_DBBUF_SUPP NVME_REQ_CANCELLED NVME_REQ_USERCMD NVME_F_METADATA_SUPPORTED \
+	nvme_dev_attrs_group nvme_dev_diag_attrs_group
 # The types those name that the kernel crate's bindings lack, which sys/ never looks into:
 # opaque, with their size and alignment (some sit inside struct nvme_ctrl). bindgen still emits
 # the anonymous union inside struct nvme_command, which the blocklist drops.

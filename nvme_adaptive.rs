@@ -225,8 +225,6 @@ pub(crate) struct Controller {
     hmb: Mutex<HostMemory>,
 }
 
-crate::transport!(Controller);
-
 impl Controller {
     fn pci(&self) -> &Function {
         &self.hw.pci

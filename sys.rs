@@ -23,6 +23,7 @@ pub(crate) mod nvme;
 pub(crate) mod params;
 pub(crate) mod pci;
 pub(crate) mod sync;
+mod sysfs;
 
 use kernel::{
     device::Core,
@@ -31,8 +32,7 @@ use kernel::{
 };
 
 /// What a PCI transport for nvme-core implements: the callbacks of the PCI driver, of
-/// nvme-core's controller ops and of the two blk-mq tag sets, whose tables [`entry`] builds;
-/// [`transport!`](crate::transport) generates the functions `glue.c` calls.
+/// nvme-core's controller ops and of the two blk-mq tag sets, whose tables [`entry`] builds.
 pub(crate) trait Transport: blk::TagSetTypes + Send + Sync + Sized + 'static {
     /// The nvme-core controller this transport serves.
     fn core(&self) -> nvme::Ctrl;

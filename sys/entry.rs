@@ -2,11 +2,9 @@
 
 //! From the C callbacks to [`Transport`] methods.
 //!
-//! The PCI core, nvme-core and blk-mq call the transport through the driver and operation
-//! tables built here for it, whose entries have the C signatures bindgen gives. `glue.c` calls functions named `nva_rust_*`;
-//! [`transport!`](crate::transport) defines them for the transport type, each forwarding to the
-//! generic function of the same name here. Both turn the raw pointers into the safe types of
-//! this layer.
+//! The PCI core, nvme-core, blk-mq, the workqueue, CPU hotplug and sysfs call the transport
+//! through the driver and operation tables built here for it, whose entries have the C
+//! signatures bindgen gives and turn the raw pointers into the safe types of this layer.
 //!
 //! C headers: [`include/linux/pci.h`](srctree/include/linux/pci.h),
 //! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h),
@@ -15,6 +13,7 @@
 
 use core::{
     marker::PhantomData,
+    mem::offset_of,
     ptr::{
         addr_of,
         addr_of_mut,
@@ -44,16 +43,21 @@ use kernel::{
 
 use super::{
     blk,
+    cpu,
     ffi,
     numa,
     nvme,
     pci,
+    sysfs,
     Transport, //
 };
 
 /// Keeps the PCI driver and its CPU hotplug states registered; unregisters them (unbinding
 /// every controller first) when dropped.
-pub(crate) struct DriverRegistration(());
+pub(crate) struct DriverRegistration {
+    // Dropped after the driver: unbinding removed every controller's instances.
+    _hotplug: cpu::HotplugRegistration,
+}
 
 /// Whether a [`DriverRegistration`] exists: there is one driver and one pair of hotplug
 /// states, which a second registration would overwrite.
@@ -71,12 +75,10 @@ static PCI_DRIVER: PciDriver = PciDriver(Opaque::zeroed());
 
 impl Drop for DriverRegistration {
     fn drop(&mut self) {
-        // SAFETY: Both registered in `register`, the only way to make a `DriverRegistration`;
-        // unbinding every controller removed their hotplug instances. The quirks are no longer
-        // looked up once no probe can run.
+        // SAFETY: Registered in `register`, the only way to make a `DriverRegistration`. The
+        // quirks are no longer looked up once no probe can run.
         unsafe {
             bindings::pci_unregister_driver(PCI_DRIVER.0.get());
-            ffi::nva_cpuhp_unregister();
             ffi::nva_pci_quirks_exit();
         }
         REGISTERED.store(false, Release);
@@ -97,9 +99,7 @@ pub(crate) fn register<T: Transport>() -> Result<DriverRegistration> {
 }
 
 fn register_once<T: Transport>() -> Result<DriverRegistration> {
-    // SAFETY: Sets up glue.c's two multi-instance hotplug states, with no instance yet (no
-    // other registration exists: `REGISTERED`).
-    kernel::error::to_result(unsafe { ffi::nva_cpuhp_register() })?;
+    let hotplug = cpu::register_hotplug(cpu_going_down::<T>, cpu_online::<T>, cpu_dead::<T>)?;
     let drv = PCI_DRIVER.0.get();
     // SAFETY: No registration exists (`REGISTERED`), so nothing else uses the driver; it is
     // filled in whole (what is not named zero, as in a C static) before the PCI core gets it,
@@ -131,12 +131,7 @@ fn register_once<T: Transport>() -> Result<DriverRegistration> {
         });
         bindings::__pci_register_driver(drv, THIS_MODULE, DRIVER_NAME)
     });
-    if let Err(e) = registered {
-        // SAFETY: Registered above; no controller is bound, so no instance exists.
-        unsafe { ffi::nva_cpuhp_unregister() };
-        return Err(e);
-    }
-    Ok(DriverRegistration(()))
+    registered.map(|()| DriverRegistration { _hotplug: hotplug })
 }
 
 /// The transport of a controller, from the pointer glue.c keeps.
@@ -250,21 +245,6 @@ unsafe extern "C" fn pci_remove<T: Transport>(pdev: *mut bindings::pci_dev) {
     unsafe { core.uninit() };
 }
 
-macro_rules! forward {
-    ($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => |$t:ident| $body:expr) => {
-        $(#[$m])*
-        /// # Safety
-        ///
-        /// Called from glue.c with the transport pointer `probe` stored, while the
-        /// controller is alive.
-        pub(crate) unsafe fn $name<T: Transport>(t: *mut c_void $(, $arg: $ty)*) -> $ret {
-            // SAFETY: The caller's promise.
-            let $t = unsafe { transport::<T>(t) };
-            $body
-        }
-    };
-}
-
 /// Defines callbacks of the PCI driver (`pci_dev`) or of its power management (`device`) that
 /// reach the transport of the bound controller.
 macro_rules! bound_callbacks {
@@ -336,21 +316,71 @@ bound_callbacks! {
     pm_simple_resume(dev: *mut bindings::device) -> c_int
         => |t| from_result(|| t.simple_resume().map(|()| 0));
 }
-forward!(reset_work() -> () => |t| {
-    // SAFETY: nvme-core runs reset work only while the driver is bound: `remove` moves the
-    // controller to DELETING, after which no reset is queued, and flushes the work before the
-    // driver unbinds.
+/// nvme-core's reset work of a controller.
+///
+/// # Safety
+///
+/// Called by the workqueue for the reset work of one of our controllers: nvme-core queues it
+/// only while the driver is bound (`remove` moves the controller to DELETING, after which no
+/// reset is queued, and flushes the work before the driver unbinds).
+unsafe extern "C" fn reset_work<T: Transport>(work: *mut bindings::work_struct) {
+    // SAFETY: The work is the controller's `reset_work` (the caller's promise), inside
+    // nvme-core's controller, the first member of `struct nva_ctrl`.
+    let t =
+        unsafe { transport_of::<T>(work.byte_sub(offset_of!(ffi::nvme_ctrl, reset_work)).cast()) };
+    // SAFETY: The driver is bound (the caller's promise).
     t.reset_work(unsafe { t.function().as_bound() })
-});
-forward!(set_host_memory(on: bool) -> c_int => |t| {
+}
+
+/// sysfs `hmb` written.
+///
+/// # Safety
+///
+/// As [`nvme::Operations::set_host_memory`] requires.
+unsafe fn set_host_memory<T: Transport>(c: *mut ffi::NvaCtrl, on: bool) -> Result {
+    // SAFETY: The controller is live (the caller's promise): its transport is set, since sysfs
+    // shows attributes only of a controller nvme-core added after probe set it.
+    let t = unsafe { transport_of::<T>(c.cast()) };
     // SAFETY: sysfs calls the controller's attributes only until nvme-core deletes its device
     // (`nvme_uninit_ctrl`, which waits for the calls running), which `remove` and a failed
     // `probe` do while the driver is still bound.
-    let dev = unsafe { t.function().as_bound() };
-    from_result(|| t.set_host_memory(dev, on).map(|()| 0))
-});
-forward!(cpu_going_down(cpu: c_uint) -> () => |t| t.cpu_going_down(cpu));
-forward!(cpu_down_ended(cpu: c_uint) -> () => |t| t.cpu_down_ended(cpu));
+    t.set_host_memory(unsafe { t.function().as_bound() }, on)
+}
+
+/// Defines the CPU hotplug callbacks of a controller's instances, each given the node of one
+/// instance in `struct nva_ctrl`.
+macro_rules! hotplug_callbacks {
+    ($($(#[$m:meta])* $name:ident($node:ident) => |$t:ident, $cpu:ident| $body:expr;)*) => {
+        $(
+            $(#[$m])*
+            ///
+            /// # Safety
+            ///
+            /// Called by the hotplug core for an instance `Ctrl::watch_cpus` added.
+            unsafe extern "C" fn $name<T: Transport>(
+                $cpu: c_uint,
+                node: *mut bindings::hlist_node,
+            ) -> c_int {
+                // SAFETY: The node is the field of a `struct nva_ctrl` whose transport is set
+                // and outlives the instance (`watch_cpus`).
+                let $t = unsafe {
+                    transport_of::<T>(node.byte_sub(offset_of!(ffi::NvaCtrl, $node)).cast())
+                };
+                $body;
+                0
+            }
+        )*
+    };
+}
+
+hotplug_callbacks! {
+    /// A CPU is about to go down (its managed interrupts are about to be shut down).
+    cpu_going_down(cpu_down_node) => |t, cpu| t.cpu_going_down(cpu);
+    /// A CPU came up: also the roll-back of an offline that a later step failed.
+    cpu_online(cpu_down_node) => |t, cpu| t.cpu_down_ended(cpu);
+    /// A CPU went down.
+    cpu_dead(cpu_dead_node) => |t, cpu| t.cpu_down_ended(cpu);
+}
 
 /// The transport of one of our controllers, from nvme-core's controller.
 ///
@@ -412,8 +442,8 @@ impl<T: Transport> Tables<T> {
             name: kernel::str::as_char_ptr_in_const_context(c"pcie"),
             module: THIS_MODULE,
             flags: ffi::NVME_F_METADATA_SUPPORTED,
-            // glue.c's null-terminated array; nvme-core only reads it.
-            dev_attr_groups: addr_of!(ffi::nva_dev_attr_groups).cast_mut().cast(),
+            // A null-terminated array; nvme-core only reads it.
+            dev_attr_groups: addr_of!(sysfs::GROUPS).cast_mut().cast(),
             reg_read32: Some(reg_read32::<T>),
             reg_write32: Some(reg_write32::<T>),
             reg_read64: Some(reg_read64::<T>),
@@ -438,6 +468,8 @@ impl<T: Transport> Tables<T> {
         },
         abort_end: Some(abort_end::<T>),
         delete_end: Some(delete_end::<T>),
+        reset_work: Some(reset_work::<T>),
+        set_host_memory: set_host_memory::<T>,
     };
 }
 
@@ -503,15 +535,16 @@ unsafe extern "C" fn reg_write32<T: Transport>(
 /// Called by nvme-core once, for one of our controllers.
 unsafe extern "C" fn free_ctrl<T: Transport>(ctrl: *mut ffi::nvme_ctrl) {
     let c = ctrl.cast::<ffi::NvaCtrl>();
-    // SAFETY: The controller is ours (the caller's promise). The hotplug callbacks reach the
-    // transport: none may run once it is gone. The transport pointer, when set, came from
-    // `KBox::into_raw` in `probe`, and nothing uses it after nvme-core's last reference;
-    // neither does anything use the controller.
+    // SAFETY: The controller is ours (the caller's promise). The transport pointer, when set,
+    // came from `KBox::into_raw` in `probe`, and nothing uses it after nvme-core's last
+    // reference; neither does anything use the controller.
     unsafe {
-        ffi::nva_ctrl_unwatch_cpus(c);
         let t = (*c).transport;
         if !t.is_null() {
-            drop(KBox::from_raw(t.cast::<T>()));
+            let t = KBox::from_raw(t.cast::<T>());
+            // The hotplug callbacks reach the transport: none may run once it is gone.
+            t.core().unwatch_cpus();
+            drop(t);
         }
         ffi::nva_ctrl_free_unused(c);
     }
@@ -833,58 +866,4 @@ unsafe extern "C" fn poll<T: Transport>(
     // SAFETY: The batch, when given, is valid for the duration of the call.
     let mut batch = unsafe { blk::Batch::from_raw(iob) };
     T::poll(q, &mut batch)
-}
-
-/// glue.h's declarations, which [`transport!`](crate::transport) checks its definitions
-/// against (calling one is `unsafe`, as every function of C's is).
-#[doc(hidden)]
-pub(crate) mod declared {
-    pub(crate) use super::super::ffi::*;
-}
-
-/// Defines one `nva_rust_*` function for [`transport!`](crate::transport).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __nva_export {
-    ($t:ty, $name:ident => $target:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
-        /// # Safety
-        ///
-        /// Called by glue.c only, as the function of `sys::entry` it forwards to requires.
-        #[no_mangle]
-        unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: glue.c calls each entry as the function of `sys::entry` it forwards to
-            // documents.
-            unsafe { $crate::sys::entry::$target::<$t>($($arg),*) }
-        }
-
-        // The definition has glue.h's signature (bindgen's declaration of it), or the two arms'
-        // types differ and this does not compile.
-        const _: () = {
-            let _ = if true {
-                $crate::sys::entry::declared::$name
-            } else {
-                $name
-            };
-        };
-    };
-}
-
-/// Defines the `nva_rust_*` functions glue.c calls, for the transport `$t`.
-#[macro_export]
-macro_rules! transport {
-    ($t:ty) => {
-        const _: () = {
-            use kernel::ffi::{
-                c_int,
-                c_uint,
-                c_void, //
-            };
-            use $crate::__nva_export as export;
-
-            export!($t, nva_rust_reset_work => reset_work(t: *mut c_void) -> ());
-            export!($t, nva_rust_set_host_memory => set_host_memory(t: *mut c_void, on: bool) -> c_int);
-            export!($t, nva_rust_cpu_going_down => cpu_going_down(t: *mut c_void, cpu: c_uint) -> ());
-            export!($t, nva_rust_cpu_down_ended => cpu_down_ended(t: *mut c_void, cpu: c_uint) -> ());
-        };
-    };
 }

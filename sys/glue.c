@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * What the Rust side of nvme_adaptive cannot reach by itself: the static inline helpers of
- * nvme-core, blk-mq and the DMA layer, the stock driver's quirks (taken from its pci.c), and the
- * sysfs attributes and hotplug callbacks that macros build. No driver logic lives here: every
- * decision is made in Rust, which reaches this file only through sys/ffi.rs.
- *
- * The entries named nva_rust_* are implemented in Rust (sys/entry.rs), declared in glue.h.
+ * nvme-core, blk-mq and the DMA layer, what macros build, and the stock driver's quirks (taken
+ * from its pci.c). No driver logic lives here: every decision is made in Rust, which reaches
+ * this file only through sys/ffi.rs.
  */
 
 #include <linux/acpi.h>
@@ -13,7 +11,6 @@
 #include <linux/blk-mq-dma.h>
 #include <linux/blk-mq.h>
 #include <linux/completion.h>
-#include <linux/cpuhotplug.h>
 #include <linux/dma-mapping.h>
 #include <linux/dmi.h>
 #include <linux/dmapool.h>
@@ -47,8 +44,6 @@ static_assert(offsetof(struct nva_ctrl, ctrl) == 0);
 static_assert(sizeof(struct nvme_command) == 64);
 static_assert(sizeof(struct nvme_completion) == 16);
 
-#define NVA_WATCHING_CPUS 0
-
 static struct nva_ctrl *to_nva(struct nvme_ctrl *ctrl)
 {
 	return container_of(ctrl, struct nva_ctrl, ctrl);
@@ -67,16 +62,14 @@ const u8 nva_sts_again = BLK_STS_AGAIN;
 /* ---------------------------------------------------------------------------------------
  * The controller: allocation, nvme-core calls and fields.
  */
-static void nva_reset_work(struct work_struct *work);
-
 /* A controller not yet known to nvme-core; Rust hands it over (nvme_init_ctrl). */
-struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev)
+struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev, work_func_t reset_work)
 {
 	struct nva_ctrl *c = kzalloc_node(sizeof(*c), GFP_KERNEL, dev_to_node(&pdev->dev));
 
 	if (!c)
 		return NULL;
-	INIT_WORK(&c->ctrl.reset_work, nva_reset_work);
+	INIT_WORK(&c->ctrl.reset_work, reset_work);
 	c->pdev = pci_dev_get(pdev);
 	return c;
 }
@@ -487,92 +480,8 @@ void nva_reinit_completion(struct completion *x)
 }
 
 /* ---------------------------------------------------------------------------------------
- * CPU hotplug: a CPU about to go down (its managed interrupts are about to be shut down), and
- * the end of that: it went, or a later step failed and the hotplug core rolled the offline
- * back through the startup callbacks (which also run for every CPU coming online).
- */
-static int nva_cpu_down_state = -1;
-static int nva_cpu_dead_state = -1;
-
-static int nva_cpu_going_down(unsigned int cpu, struct hlist_node *node)
-{
-	nva_rust_cpu_going_down(hlist_entry(node, struct nva_ctrl, cpu_down_node)->transport, cpu);
-	return 0;
-}
-
-static int nva_cpu_online(unsigned int cpu, struct hlist_node *node)
-{
-	nva_rust_cpu_down_ended(hlist_entry(node, struct nva_ctrl, cpu_down_node)->transport, cpu);
-	return 0;
-}
-
-static int nva_cpu_dead(unsigned int cpu, struct hlist_node *node)
-{
-	nva_rust_cpu_down_ended(hlist_entry(node, struct nva_ctrl, cpu_dead_node)->transport, cpu);
-	return 0;
-}
-
-int nva_cpuhp_register(void)
-{
-	int ret = cpuhp_setup_state_multi(CPUHP_AP_ONLINE_DYN, "block/nvme_adaptive:online",
-					  nva_cpu_online, nva_cpu_going_down);
-
-	if (ret < 0)
-		return ret;
-	nva_cpu_down_state = ret;
-	ret = cpuhp_setup_state_multi(CPUHP_BP_PREPARE_DYN, "block/nvme_adaptive:dead",
-				      NULL, nva_cpu_dead);
-	if (ret < 0) {
-		cpuhp_remove_multi_state(nva_cpu_down_state);
-		return ret;
-	}
-	nva_cpu_dead_state = ret;
-	return 0;
-}
-
-void nva_cpuhp_unregister(void)
-{
-	cpuhp_remove_multi_state(nva_cpu_dead_state);
-	cpuhp_remove_multi_state(nva_cpu_down_state);
-}
-
-/* -EINVAL before the controller has its transport, -EBUSY if it watches already. */
-int nva_ctrl_watch_cpus(struct nva_ctrl *c)
-{
-	int ret;
-
-	if (!c->transport)
-		return -EINVAL;
-	if (test_and_set_bit(NVA_WATCHING_CPUS, &c->flags))
-		return -EBUSY;
-	ret = cpuhp_state_add_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
-	if (ret)
-		goto out_clear;
-	ret = cpuhp_state_add_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
-	if (ret)
-		goto out_remove_down;
-	return 0;
-
-out_remove_down:
-	cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
-out_clear:
-	clear_bit(NVA_WATCHING_CPUS, &c->flags);
-	return ret;
-}
-
-/* Returns once no hotplug callback runs for the controller; nothing if it does not watch. */
-void nva_ctrl_unwatch_cpus(struct nva_ctrl *c)
-{
-	if (!test_bit(NVA_WATCHING_CPUS, &c->flags))
-		return;
-	cpuhp_state_remove_instance_nocalls(nva_cpu_dead_state, &c->cpu_dead_node);
-	cpuhp_state_remove_instance_nocalls(nva_cpu_down_state, &c->cpu_down_node);
-	clear_bit(NVA_WATCHING_CPUS, &c->flags);
-}
-
-/* ---------------------------------------------------------------------------------------
  * What Rust's nvme_ctrl_ops (sys/entry.rs) take from C: two entries that read nvme-core's
- * subsystem or wrap an inline, and the sysfs attributes.
+ * subsystem or wrap an inline.
  */
 void nva_print_device_info(struct nvme_ctrl *ctrl)
 {
@@ -589,95 +498,6 @@ void nva_print_device_info(struct nvme_ctrl *ctrl)
 bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl)
 {
 	return dma_pci_p2pdma_supported(&to_nva(ctrl)->pdev->dev);
-}
-
-/* pci.c's attributes of the controller's CMB and host memory buffer, as it shows them. */
-static struct nva_ctrl *nva_of_device(struct device *dev)
-{
-	return to_nva(dev_get_drvdata(dev));
-}
-
-static ssize_t cmb_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	struct nva_ctrl *c = nva_of_device(dev);
-
-	return sysfs_emit(buf, "cmbloc : 0x%08x\ncmbsz  : 0x%08x\n",
-			  READ_ONCE(c->cmbloc), READ_ONCE(c->cmbsz));
-}
-static DEVICE_ATTR_RO(cmb);
-
-static ssize_t cmbloc_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%u\n", READ_ONCE(nva_of_device(dev)->cmbloc));
-}
-static DEVICE_ATTR_RO(cmbloc);
-
-static ssize_t cmbsz_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%u\n", READ_ONCE(nva_of_device(dev)->cmbsz));
-}
-static DEVICE_ATTR_RO(cmbsz);
-
-static ssize_t hmb_show(struct device *dev, struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%d\n", READ_ONCE(nva_of_device(dev)->hmb));
-}
-
-static ssize_t hmb_store(struct device *dev, struct device_attribute *attr, const char *buf,
-			 size_t count)
-{
-	bool enable;
-	int ret;
-
-	if (kstrtobool(buf, &enable) < 0)
-		return -EINVAL;
-	ret = nva_rust_set_host_memory(nva_of_device(dev)->transport, enable);
-	return ret < 0 ? ret : count;
-}
-static DEVICE_ATTR_RW(hmb);
-
-static umode_t nva_pci_attrs_are_visible(struct kobject *kobj, struct attribute *a, int n)
-{
-	struct nva_ctrl *c = nva_of_device(kobj_to_dev(kobj));
-
-	if ((a == &dev_attr_cmb.attr || a == &dev_attr_cmbloc.attr ||
-	     a == &dev_attr_cmbsz.attr) && !READ_ONCE(c->cmbsz))
-		return 0;
-	if (a == &dev_attr_hmb.attr && !c->ctrl.hmpre)
-		return 0;
-	return a->mode;
-}
-
-static struct attribute *nva_pci_attrs[] = {
-	&dev_attr_cmb.attr,
-	&dev_attr_cmbloc.attr,
-	&dev_attr_cmbsz.attr,
-	&dev_attr_hmb.attr,
-	NULL,
-};
-
-static const struct attribute_group nva_pci_attrs_group = {
-	.attrs = nva_pci_attrs,
-	.is_visible = nva_pci_attrs_are_visible,
-};
-
-const struct attribute_group *const nva_dev_attr_groups[] = {
-	&nvme_dev_attrs_group,
-	&nva_pci_attrs_group,
-	&nvme_dev_diag_attrs_group,
-	NULL,
-};
-
-/* Shows or hides the transport's attributes after what they show changed. */
-void nva_ctrl_update_attrs(struct nva_ctrl *c)
-{
-	if (c->ctrl.device)
-		sysfs_update_group(&c->ctrl.device->kobj, &nva_pci_attrs_group);
-}
-
-static void nva_reset_work(struct work_struct *work)
-{
-	nva_rust_reset_work(container_of(work, struct nva_ctrl, ctrl.reset_work)->transport);
 }
 
 /*

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The functions and constants glue.c offers the Rust side, and the functions of the Rust side
- * that glue.c calls: bindgen generates their Rust declarations from this header (Makefile,
- * sys/ffi.rs). See glue.c for what each does.
+ * The functions, constants and types glue.c offers the Rust side: bindgen generates their Rust
+ * declarations from this header (Makefile, sys/ffi.rs). See glue.c for what each does.
  */
 #ifndef NVA_GLUE_H
 #define NVA_GLUE_H
@@ -29,10 +28,10 @@ struct nva_ctrl {
 	void *transport;
 	/* The operations Rust built for its transport (sys/nvme.rs, Operations). */
 	const void *ops;
-	/* Instances of the CPU hotplug states, while NVA_WATCHING_CPUS is set in @flags. */
+	/* Instances of the CPU hotplug states, while @cpu_watch says so (sys/nvme.rs). */
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
-	unsigned long flags;
+	int cpu_watch;
 	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
 	u32 cmbloc;
 	u32 cmbsz;
@@ -65,19 +64,12 @@ struct nva_dma_seg {
 	u8 p2p;
 };
 
-/* Implemented in Rust. */
-void nva_rust_reset_work(void *t);
-void nva_rust_cpu_going_down(void *t, unsigned int cpu);
-void nva_rust_cpu_down_ended(void *t, unsigned int cpu);
-int nva_rust_set_host_memory(void *t, bool enable);
-
 extern const u8 nva_sts_ioerr;
 extern const u8 nva_sts_resource;
 extern const u8 nva_sts_again;
 
-struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev);
+struct nva_ctrl *nva_ctrl_alloc(struct pci_dev *pdev, work_func_t reset_work);
 void nva_ctrl_free_unused(struct nva_ctrl *c);
-void nva_ctrl_update_attrs(struct nva_ctrl *c);
 bool nva_ctrl_sgl_supported(struct nva_ctrl *c);
 bool nva_ctrl_meta_sgl_supported(struct nva_ctrl *c);
 bool nva_ctrl_admin_queue_usable(struct nva_ctrl *c);
@@ -133,13 +125,7 @@ int nva_dma_setup(struct pci_dev *pdev, unsigned int mask_bits, unsigned int min
 void nva_reinit_completion(struct completion *x);
 void nva_print_device_info(struct nvme_ctrl *ctrl);
 bool nva_supports_pci_p2pdma(struct nvme_ctrl *ctrl);
-extern const struct attribute_group *const nva_dev_attr_groups[];
 unsigned long nva_pci_quirks(struct pci_dev *pdev);
 void nva_pci_quirks_exit(void);
-
-int nva_cpuhp_register(void);
-void nva_cpuhp_unregister(void);
-int nva_ctrl_watch_cpus(struct nva_ctrl *c);
-void nva_ctrl_unwatch_cpus(struct nva_ctrl *c);
 
 #endif /* NVA_GLUE_H */

@@ -25,7 +25,12 @@ use kernel::{
         c_void, //
     },
     pci::Device as PciDevice,
-    prelude::*, //
+    prelude::*,
+    sync::atomic::{
+        Acquire,
+        Atomic,
+        Release, //
+    }, //
 };
 
 use super::{
@@ -33,6 +38,7 @@ use super::{
         self,
         TagSetTypes, //
     },
+    cpu,
     ffi, //
 };
 use crate::cmd::{
@@ -242,8 +248,8 @@ macro_rules! teardown_calls {
 }
 
 /// The operations C calls a transport through: nvme-core's for the controller, blk-mq's for
-/// its admin and I/O tag sets, and the ends of the admin commands sent without waiting
-/// ([`entry`](super::entry) builds them for the transport).
+/// its admin and I/O tag sets, the ends of the admin commands sent without waiting, the reset
+/// work and a sysfs attribute ([`entry`](super::entry) builds them for the transport).
 pub(super) struct Operations {
     pub(super) ctrl: ffi::nvme_ctrl_ops,
     pub(super) admin: bindings::blk_mq_ops,
@@ -252,7 +258,21 @@ pub(super) struct Operations {
     pub(super) abort_end: bindings::rq_end_io_fn,
     /// Ends a Delete SQ or CQ ([`Ctrl::submit_delete_queue`]), the queue in `end_io_data`.
     pub(super) delete_end: bindings::rq_end_io_fn,
+    /// nvme-core's reset work (`reset_work` of the controller).
+    pub(super) reset_work: bindings::work_func_t,
+    /// sysfs `hmb` written: turns the host memory buffer on or off.
+    ///
+    /// # Safety
+    ///
+    /// Called for a live controller made with these operations, while the driver is bound.
+    pub(super) set_host_memory: unsafe fn(*mut ffi::NvaCtrl, bool) -> Result,
 }
+
+/// The states of a controller's CPU hotplug instances (`struct nva_ctrl`'s `cpu_watch`, zeroed
+/// at allocation).
+const NOT_WATCHING: i32 = 0;
+const CHANGING: i32 = 1;
+const WATCHING: i32 = 2;
 
 impl Ctrl {
     /// A controller whose tag sets will use `ops`, which were built for the transport whose
@@ -262,7 +282,7 @@ impl Ctrl {
             .cast::<kernel::bindings::pci_dev>()
             .cast_mut();
         // SAFETY: `pdev` is a live PCI device (it is being probed).
-        let c = NonNull::new(unsafe { ffi::nva_ctrl_alloc(raw) }).ok_or(ENOMEM)?;
+        let c = NonNull::new(unsafe { ffi::nva_ctrl_alloc(raw, ops.reset_work) }).ok_or(ENOMEM)?;
         // SAFETY: The controller was just allocated; nothing else uses it yet.
         unsafe { (*c.as_ptr()).ops = core::ptr::from_ref(ops).cast() };
         Ok(Self(c))
@@ -523,8 +543,8 @@ impl Ctrl {
 
     /// Tells sysfs (`hmb`) whether the controller uses its host memory buffer.
     pub(crate) fn set_hmb_enabled(self, enabled: bool) {
-        // SAFETY: The controller is valid; sysfs reads the field once (READ_ONCE), and only
-        // the transport writes it.
+        // SAFETY: The controller is valid; sysfs reads the field with a volatile read
+        // (sys/sysfs.rs), and only the transport writes it.
         unsafe { addr_of_mut!((*self.raw()).hmb).write_volatile(enabled) };
     }
 
@@ -532,20 +552,12 @@ impl Ctrl {
     /// CMBSZ is 0); [`Ctrl::update_attrs`] shows them.
     pub(crate) fn set_cmb_registers(self, cmbloc: u32, cmbsz: u32) {
         let c = self.raw();
-        // SAFETY: The controller is valid; sysfs reads each field once (READ_ONCE), and only
-        // the transport writes them.
+        // SAFETY: The controller is valid; sysfs reads each field with a volatile read
+        // (sys/sysfs.rs), and only the transport writes them.
         unsafe {
             addr_of_mut!((*c).cmbloc).write_volatile(cmbloc);
             addr_of_mut!((*c).cmbsz).write_volatile(cmbsz);
         }
-    }
-
-    /// Shows or hides the transport's sysfs attributes after what they show changed
-    /// (`nvme_update_attrs`).
-    pub(crate) fn update_attrs(self) {
-        // SAFETY: The controller is valid; glue.c does nothing before nvme-core made its
-        // device, and sysfs nothing before the device was added.
-        unsafe { ffi::nva_ctrl_update_attrs(self.raw()) }
     }
 
     /// CC as nvme-core last wrote it.
@@ -632,20 +644,64 @@ impl Ctrl {
         unsafe { ffi::nva_ctrl_admin_queue_usable(self.raw()) }
     }
 
+    /// The controller's CPU hotplug instances: `NOT_WATCHING`, `WATCHING`, or `CHANGING` while
+    /// one of the two functions below adds or removes them.
+    fn cpu_watch(self) -> &'static Atomic<i32> {
+        // SAFETY: The controller is valid for as long as anyone holds it; only the functions
+        // below touch the field, atomically.
+        unsafe { Atomic::from_ptr(addr_of_mut!((*self.raw()).cpu_watch)) }
+    }
+
+    /// The nodes of the controller's instances of the two hotplug states.
+    fn cpu_nodes(self) -> [*mut bindings::hlist_node; 2] {
+        let c = self.raw();
+        // SAFETY: The controller is valid; only the fields' addresses are taken.
+        unsafe {
+            [
+                addr_of_mut!((*c).cpu_down_node),
+                addr_of_mut!((*c).cpu_dead_node),
+            ]
+        }
+    }
+
     /// Calls the transport's `cpu_going_down` and `cpu_down_ended` for every CPU hotplug event
     /// from now on, until [`Ctrl::unwatch_cpus`]; `EINVAL` before the controller has its
-    /// transport, `EBUSY` if it watches already.
+    /// transport or without the module's hotplug states, `EBUSY` if it watches already.
     pub(crate) fn watch_cpus(self) -> Result {
-        // SAFETY: The controller is valid; glue.c checks that its transport is set, and its
-        // callbacks reach the transport only while the instances are added.
-        to_result(unsafe { ffi::nva_ctrl_watch_cpus(self.raw()) })
+        // SAFETY: The controller is valid.
+        if unsafe { (*self.raw()).transport }.is_null() {
+            return Err(EINVAL);
+        }
+        let state = self.cpu_watch();
+        if state.cmpxchg(NOT_WATCHING, CHANGING, Acquire).is_err() {
+            return Err(EBUSY);
+        }
+        let [down, dead] = self.cpu_nodes();
+        // SAFETY: The nodes are the controller's, which lives until `free_ctrl` removes them
+        // (`unwatch_cpus`) at the latest, and no instances (the state was `NOT_WATCHING`); the
+        // callbacks reach the transport, which is set (above) and freed after that removal.
+        let watched = unsafe { cpu::watch(down, dead) };
+        state.store(
+            if watched.is_ok() {
+                WATCHING
+            } else {
+                NOT_WATCHING
+            },
+            Release,
+        );
+        watched
     }
 
     /// Stops the hotplug callbacks; none runs any more when this returns. Nothing if they are
     /// stopped; the controller's free stops them at the latest.
     pub(crate) fn unwatch_cpus(self) {
-        // SAFETY: The controller is valid; glue.c knows whether it watches CPUs.
-        unsafe { ffi::nva_ctrl_unwatch_cpus(self.raw()) }
+        let state = self.cpu_watch();
+        if state.cmpxchg(WATCHING, CHANGING, Acquire).is_ok() {
+            let [down, dead] = self.cpu_nodes();
+            // SAFETY: In `WATCHING`, `watch_cpus` added the nodes, and only this removes them.
+            unsafe { cpu::unwatch(down, dead) };
+            state.store(NOT_WATCHING, Release);
+        }
     }
 
     /// Sets CC (EN included) and waits for CSTS.RDY, as nvme-core does it.
