@@ -98,16 +98,20 @@ glue_nvme_vars := NVME_AQ_DEPTH NVME_AQ_BLK_MQ_DEPTH NVME_CC_ENABLE NVME_CC_SHN_
 # the anonymous union inside struct nvme_command, which the blocklist drops.
 glue_nvme_opaque := nvme_command nvme_id_power_state nvme_fault_inject nvme_subsystem \
 	opal_dev nvme_effects_log nvme_ana_rsp_hdr nvme_dhchap_queue_context \
-	nvme_dhchap_key nvmf_ctrl_options nvme_completion_nvme_result nvme_ns \
-	blk_dma_iter
+	nvme_dhchap_key nvmf_ctrl_options nvme_completion_nvme_result nvme_ns
+# The block layer's DMA mapping iterators, which sys/ calls and whose results it reads (the
+# integrity ones are inline stubs without CONFIG_BLK_DEV_INTEGRITY: bindgen then skips them).
+glue_blk_calls := blk_rq_dma_map_iter_start blk_rq_dma_map_iter_next \
+	blk_rq_integrity_dma_map_iter_start blk_rq_integrity_dma_map_iter_next
+glue_blk_types := blk_dma_iter blk_map_iter pci_p2pdma_map_state
 glue_bindgen_alternatives = '$(subst $(space),|,$(strip $(1)))'
 
 quiet_cmd_glue_bindgen = BINDGEN $@
       cmd_glue_bindgen = $(BINDGEN) $< --rust-target 1.85 --use-core --ctypes-prefix kernel::ffi \
 	--no-layout-tests --no-debug '.*' --with-derive-default --no-recursive-allowlist \
 	--allowlist-item 'nva_.*' \
-	--allowlist-function $(call glue_bindgen_alternatives,$(addprefix nvme_,$(glue_nvme_core_calls))) \
-	--allowlist-type $(call glue_bindgen_alternatives,$(glue_nvme_types) $(glue_nvme_opaque)) \
+	--allowlist-function $(call glue_bindgen_alternatives,$(addprefix nvme_,$(glue_nvme_core_calls)) $(glue_blk_calls)) \
+	--allowlist-type $(call glue_bindgen_alternatives,$(glue_nvme_types) $(glue_nvme_opaque) $(glue_blk_types)) \
 	--allowlist-var $(call glue_bindgen_alternatives,$(glue_nvme_vars)) \
 	--opaque-type $(call glue_bindgen_alternatives,$(glue_nvme_opaque)) \
 	--blocklist-type 'nvme_command__bindgen_.*' \

@@ -142,7 +142,7 @@ impl<P> Request<P> {
 
     /// glue.c's part of the PDU (`struct nva_iod`), which blk-mq allocates right after the
     /// request (`blk_mq_rq_to_pdu`).
-    fn iod(&self) -> *mut ffi::nva_iod {
+    pub(super) fn iod(&self) -> *mut ffi::nva_iod {
         // SAFETY: The request is live (type invariant): its allocation holds the PDU after it.
         unsafe { self.raw().add(1).cast() }
     }
@@ -260,6 +260,11 @@ impl<P: Default> Request<P> {
         has_integrity -> bool = nva_rq_has_integrity;
         /// Whether the data has gaps a PRP list cannot describe.
         has_gaps_within_page -> bool = nva_rq_gaps_within_page;
+    }
+
+    /// Whether the request has data segments to map (a bio).
+    pub(crate) fn has_data_segments(&self) -> bool {
+        self.nr_phys_segments() != 0
     }
 
     pub(crate) fn opcode(&self) -> u8 {

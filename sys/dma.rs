@@ -10,7 +10,10 @@
 //! [`include/linux/mempool.h`](srctree/include/linux/mempool.h) and
 //! [`include/linux/pci-p2pdma.h`](srctree/include/linux/pci-p2pdma.h)
 
-use core::ptr::NonNull;
+use core::ptr::{
+    addr_of_mut,
+    NonNull, //
+};
 use kernel::{
     bindings,
     device::{
@@ -77,19 +80,47 @@ pub(crate) enum Step {
 }
 
 impl Step {
-    fn from(ok: bool, seg: ffi::DmaSeg) -> Self {
+    /// What an iterator's call returned (`ok`) and left in `iter`.
+    fn from(ok: bool, iter: &ffi::blk_dma_iter) -> Self {
         if ok {
             Self::Segment(Segment {
-                addr: seg.addr,
-                len: seg.len,
-                p2p: P2p(seg.p2p),
+                addr: iter.addr,
+                len: iter.len,
+                p2p: P2p(iter.p2pdma.map as u8),
             })
-        } else if seg.status != 0 {
-            Self::Failed(super::blk::Status::from_raw_err(seg.status))
+        } else if iter.status != 0 {
+            Self::Failed(super::blk::Status::from_raw_err(iter.status))
         } else {
             Self::Done
         }
     }
+}
+
+// Without integrity support the header has inline stubs that map nothing; no request carries
+// metadata then (`Request::has_integrity`), so the start below never calls them.
+#[cfg(CONFIG_BLK_DEV_INTEGRITY)]
+use ffi::{
+    blk_rq_integrity_dma_map_iter_next,
+    blk_rq_integrity_dma_map_iter_start, //
+};
+
+#[cfg(not(CONFIG_BLK_DEV_INTEGRITY))]
+unsafe fn blk_rq_integrity_dma_map_iter_start(
+    _: *mut bindings::request,
+    _: *mut bindings::device,
+    _: *mut bindings::dma_iova_state,
+    _: *mut ffi::blk_dma_iter,
+) -> bool {
+    false
+}
+
+#[cfg(not(CONFIG_BLK_DEV_INTEGRITY))]
+unsafe fn blk_rq_integrity_dma_map_iter_next(
+    _: *mut bindings::request,
+    _: *mut bindings::device,
+    _: *mut ffi::blk_dma_iter,
+) -> bool {
+    false
 }
 
 /// A request whose data (`DataIter`) or metadata (`MetaIter`) the block layer's iterator is
@@ -98,7 +129,7 @@ impl Step {
 /// in the PDU, cannot start meanwhile; the request's data (`pdu`, `command`) and its `&self`
 /// methods stay in reach.
 macro_rules! map_iter {
-    ($(#[$m:meta])* $name:ident, $next:ident, $coalesced:ident) => {
+    ($(#[$m:meta])* $name:ident, $next:path, $state:ident) => {
         $(#[$m])*
         ///
         /// # Invariants
@@ -110,18 +141,18 @@ macro_rules! map_iter {
         impl<P: Default> $name<'_, P> {
             /// The next segment, or why there is none.
             pub(crate) fn next(&mut self, f: &Function) -> Step {
-                let mut seg = ffi::DmaSeg::default();
-                // SAFETY: The request is live and the driver's; its iterator was started (type
-                // invariant) and glue.c keeps its state in the request's PDU; `seg` is valid
-                // for writes.
-                let ok = unsafe { ffi::$next(self.0.raw(), f.dma_dev(), &mut seg) };
-                Step::from(ok, seg)
+                let iod = self.0.iod();
+                // SAFETY: The request is live and the driver's; its iterator, whose state is in
+                // the request's PDU, was started (type invariant).
+                let ok = unsafe { $next(self.0.raw(), f.dma_dev(), addr_of_mut!((*iod).iter)) };
+                // SAFETY: The iterator is in the PDU, which only this request's holder uses.
+                Step::from(ok, unsafe { &(*iod).iter })
             }
 
             /// Whether the iterator merged every segment into one range (an IOMMU mapping).
             pub(crate) fn coalesced(&self) -> bool {
                 // SAFETY: The request is live and its iterator was started.
-                unsafe { ffi::$coalesced(self.0.raw()) }
+                unsafe { ffi::nva_blk_rq_dma_map_coalesce(addr_of_mut!((*self.0.iod()).$state)) }
             }
 
             pub(crate) fn pdu(&mut self) -> &mut P {
@@ -146,14 +177,14 @@ macro_rules! map_iter {
 map_iter!(
     /// The data mapping iterator of a request.
     DataIter,
-    nva_dma_iter_next,
-    nva_dma_coalesced
+    ffi::blk_rq_dma_map_iter_next,
+    dma_state
 );
 map_iter!(
     /// The metadata mapping iterator of a request.
     MetaIter,
-    nva_meta_iter_next,
-    nva_meta_coalesced
+    blk_rq_integrity_dma_map_iter_next,
+    meta_dma_state
 );
 
 impl<P: Default> DataIter<'_, P> {
@@ -167,16 +198,27 @@ impl<P: Default> DataIter<'_, P> {
 /// Starts an iterator: its first segment, or why there is none (an error: a request mapped
 /// through the iterator has data).
 macro_rules! start_fns {
-    ($($(#[$m:meta])* $name:ident -> $iter:ident = $ffi:ident;)*) => {
+    ($($(#[$m:meta])* $name:ident -> $iter:ident = $start:path, $state:ident if $has:ident;)*) => {
         $(
             $(#[$m])*
             pub(crate) fn $name(&mut self, f: &Function) -> Result<(Segment, $iter<'_, P>), Status> {
-                let mut seg = ffi::DmaSeg::default();
-                // SAFETY: The request is live and the driver's; glue.c keeps the iterator's
-                // state in the request's PDU and fails a start without data to map; `seg` is
-                // valid for writes.
-                let ok = unsafe { ffi::$ffi(self.raw(), f.dma_dev(), &mut seg) };
-                match Step::from(ok, seg) {
+                // The iterator needs the request's bio, or its integrity payload.
+                if !self.$has() {
+                    return Err(Status::ioerr());
+                }
+                let iod = self.iod();
+                // SAFETY: The request is live and the driver's, with what the iterator maps
+                // (above); its state is in the request's PDU.
+                let ok = unsafe {
+                    $start(
+                        self.raw(),
+                        f.dma_dev(),
+                        addr_of_mut!((*iod).$state),
+                        addr_of_mut!((*iod).iter),
+                    )
+                };
+                // SAFETY: The iterator is in the PDU, which only this request's holder uses.
+                match Step::from(ok, unsafe { &(*iod).iter }) {
                     Step::Segment(first) => Ok((first, $iter(self))),
                     Step::Failed(e) => Err(e),
                     Step::Done => Err(Status::ioerr()),
@@ -196,11 +238,13 @@ impl<P: Default> Request<P> {
         f: &Function,
         max_end: u32,
     ) -> Result<(u64, u32), Status> {
-        let mut seg = ffi::DmaSeg::default();
+        let (mut addr, mut len) = (0, 0);
         // SAFETY: The request is live (glue.c refuses one without data), `f` is its
-        // controller's function, and `seg` is valid for writes.
-        let status = unsafe { ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut seg) };
-        Status::from_raw(status).map(|()| (seg.addr, seg.len))
+        // controller's function, and the outputs are valid for writes.
+        let status = unsafe {
+            ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut addr, &mut len)
+        };
+        Status::from_raw(status).map(|()| (addr, len))
     }
 
     /// Unmaps what [`Request::map_first_segment`] mapped.
@@ -227,9 +271,11 @@ impl<P: Default> Request<P> {
 
     start_fns! {
         /// Starts mapping the request's data.
-        map_data_start -> DataIter = nva_dma_iter_start;
+        map_data_start -> DataIter = ffi::blk_rq_dma_map_iter_start, dma_state
+            if has_data_segments;
         /// Starts mapping the request's integrity metadata.
-        map_meta_start -> MetaIter = nva_meta_iter_start;
+        map_meta_start -> MetaIter = blk_rq_integrity_dma_map_iter_start, meta_dma_state
+            if has_integrity;
     }
 
     /// Unmaps the iterator's data mapping as a whole; false when each segment must be
@@ -237,13 +283,19 @@ impl<P: Default> Request<P> {
     pub(crate) fn unmap_data(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
         // SAFETY: The request's data was mapped with the iterator, `mapped` bytes of it: the
         // caller's part, not typed (design.rst).
-        unsafe { ffi::nva_dma_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
+        unsafe {
+            let state = addr_of_mut!((*self.iod()).dma_state);
+            ffi::nva_blk_rq_dma_unmap(self.raw(), f.dma_dev(), state, mapped, p2p.0)
+        }
     }
 
     pub(crate) fn unmap_meta(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
         // SAFETY: The request's metadata was mapped with the iterator, `mapped` bytes of it:
         // the caller's part, not typed (design.rst).
-        unsafe { ffi::nva_meta_unmap(self.raw(), f.dma_dev(), mapped, p2p.0) }
+        unsafe {
+            let state = addr_of_mut!((*self.iod()).meta_dma_state);
+            ffi::nva_blk_rq_dma_unmap(self.raw(), f.dma_dev(), state, mapped, p2p.0)
+        }
     }
 
     /// Unmaps one segment the iterator mapped.

@@ -36,7 +36,3 @@ pub(crate) use generated::*;
 /// `struct nva_ctrl`: nvme-core's controller, the tag sets it points at, and what the hotplug
 /// callbacks and the sysfs attributes read.
 pub(crate) type NvaCtrl = nva_ctrl;
-
-/// `struct nva_dma_seg`: one DMA range from the block layer's mapping iterators, or a
-/// request's one segment mapped directly.
-pub(crate) type DmaSeg = nva_dma_seg;

@@ -208,22 +208,13 @@ nva_io_path bool nva_rq_gaps_within_page(struct request *rq)
 /* ---------------------------------------------------------------------------------------
  * DMA mapping of request data and metadata, with the block layer's iterators.
  */
-static void seg_from_iter(struct nva_dma_seg *seg, struct blk_dma_iter *iter)
-{
-	seg->addr = iter->addr;
-	seg->len = iter->len;
-	seg->status = iter->status;
-	seg->p2p = iter->p2pdma.map;
-}
-
 /*
- * Maps the first (only) data segment into @seg's address and length, unless it lies in p2p
- * memory or its offset in its controller page plus its length exceeds @max_end: then
- * BLK_STS_AGAIN, the DMA iterator must map it. One call for looking and mapping: this runs for
- * most I/Os.
+ * Maps the first (only) data segment into @addr and @len, unless it lies in p2p memory or its
+ * offset in its controller page plus its length exceeds @max_end: then BLK_STS_AGAIN, the DMA
+ * iterator must map it. One call for looking and mapping: this runs for most I/Os.
  */
 nva_io_path blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
-				struct nva_dma_seg *seg)
+					    u64 *addr, u32 *len)
 {
 	struct bio_vec bv;
 	dma_addr_t dma;
@@ -238,8 +229,8 @@ nva_io_path blk_status_t nva_map_first_bvec(struct request *rq, struct device *d
 	dma = dma_map_bvec(dev, &bv, rq_dma_dir(rq), 0);
 	if (dma_mapping_error(dev, dma))
 		return BLK_STS_RESOURCE;
-	seg->addr = dma;
-	seg->len = bv.bv_len;
+	*addr = dma;
+	*len = bv.bv_len;
 	return BLK_STS_OK;
 }
 
@@ -248,34 +239,9 @@ nva_io_path void nva_unmap_page(struct request *rq, struct device *dev, u64 addr
 	dma_unmap_page(dev, addr, len, rq_dma_dir(rq));
 }
 
-/* Fails with BLK_STS_IOERR when the request has no data: the iterator would need its bio. */
-bool nva_dma_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
+bool nva_blk_rq_dma_map_coalesce(struct dma_iova_state *state)
 {
-	struct nva_iod *iod = iod_of(rq);
-	bool ok;
-
-	if (unlikely(!blk_rq_nr_phys_segments(rq))) {
-		*seg = (struct nva_dma_seg){ .status = BLK_STS_IOERR };
-		return false;
-	}
-	ok = blk_rq_dma_map_iter_start(rq, dev, &iod->dma_state, &iod->iter);
-
-	seg_from_iter(seg, &iod->iter);
-	return ok;
-}
-
-bool nva_dma_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
-{
-	struct nva_iod *iod = iod_of(rq);
-	bool ok = blk_rq_dma_map_iter_next(rq, dev, &iod->iter);
-
-	seg_from_iter(seg, &iod->iter);
-	return ok;
-}
-
-bool nva_dma_coalesced(struct request *rq)
-{
-	return blk_rq_dma_map_coalesce(&iod_of(rq)->dma_state);
+	return blk_rq_dma_map_coalesce(state);
 }
 
 /* Whether every segment mapped by the iterator must be unmapped one by one. */
@@ -285,51 +251,16 @@ bool nva_dma_need_unmap_each(struct request *rq, struct device *dev, u8 p2p)
 	       p2p != PCI_P2PDMA_MAP_BUS_ADDR;
 }
 
-/* Unmaps what the iterator mapped as a whole; false when each segment must be unmapped. */
-bool nva_dma_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p)
+bool nva_blk_rq_dma_unmap(struct request *rq, struct device *dev, struct dma_iova_state *state,
+			  size_t len, u8 p2p)
 {
-	return blk_rq_dma_unmap(rq, dev, &iod_of(rq)->dma_state, len, p2p);
+	return blk_rq_dma_unmap(rq, dev, state, len, p2p);
 }
 
 void nva_dma_unmap_phys(struct request *rq, struct device *dev, u64 addr, u32 len, u8 p2p)
 {
 	dma_unmap_phys(dev, addr, len, rq_dma_dir(rq),
 		       p2p == PCI_P2PDMA_MAP_THRU_HOST_BRIDGE ? DMA_ATTR_MMIO : 0);
-}
-
-/* Fails with BLK_STS_IOERR when the request carries no integrity data. */
-bool nva_meta_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
-{
-	struct nva_iod *iod = iod_of(rq);
-	bool ok;
-
-	if (unlikely(!blk_integrity_rq(rq))) {
-		*seg = (struct nva_dma_seg){ .status = BLK_STS_IOERR };
-		return false;
-	}
-	ok = blk_rq_integrity_dma_map_iter_start(rq, dev, &iod->meta_dma_state, &iod->iter);
-
-	seg_from_iter(seg, &iod->iter);
-	return ok;
-}
-
-bool nva_meta_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg)
-{
-	struct nva_iod *iod = iod_of(rq);
-	bool ok = blk_rq_integrity_dma_map_iter_next(rq, dev, &iod->iter);
-
-	seg_from_iter(seg, &iod->iter);
-	return ok;
-}
-
-bool nva_meta_coalesced(struct request *rq)
-{
-	return blk_rq_dma_map_coalesce(&iod_of(rq)->meta_dma_state);
-}
-
-bool nva_meta_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p)
-{
-	return blk_rq_dma_unmap(rq, dev, &iod_of(rq)->meta_dma_state, len, p2p);
 }
 
 /*

@@ -6,6 +6,7 @@
 #ifndef NVA_GLUE_H
 #define NVA_GLUE_H
 
+#include <linux/blk-integrity.h>
 #include <linux/blk-mq-dma.h>
 #include <linux/blk-mq.h>
 #include <linux/completion.h>
@@ -55,15 +56,6 @@ struct nva_iod {
 	u64 rust[];
 };
 
-/* One mapped DMA range, as the iterators hand them out. */
-struct nva_dma_seg {
-	u64 addr;
-	u32 len;
-	u8 status;
-	/* enum pci_p2pdma_map_type of the mapping. */
-	u8 p2p;
-};
-
 extern const u8 nva_sts_ioerr;
 extern const u8 nva_sts_resource;
 extern const u8 nva_sts_again;
@@ -91,18 +83,13 @@ unsigned short nva_rq_nr_phys_segments(struct request *rq);
 bool nva_rq_has_integrity(struct request *rq);
 bool nva_rq_gaps_within_page(struct request *rq);
 blk_status_t nva_map_first_bvec(struct request *rq, struct device *dev, u32 max_end,
-				struct nva_dma_seg *seg);
+				u64 *addr, u32 *len);
 void nva_unmap_page(struct request *rq, struct device *dev, u64 addr, u32 len);
-bool nva_dma_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
-bool nva_dma_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
-bool nva_dma_coalesced(struct request *rq);
+bool nva_blk_rq_dma_map_coalesce(struct dma_iova_state *state);
 bool nva_dma_need_unmap_each(struct request *rq, struct device *dev, u8 p2p);
-bool nva_dma_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p);
+bool nva_blk_rq_dma_unmap(struct request *rq, struct device *dev, struct dma_iova_state *state,
+			  size_t len, u8 p2p);
 void nva_dma_unmap_phys(struct request *rq, struct device *dev, u64 addr, u32 len, u8 p2p);
-bool nva_meta_iter_start(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
-bool nva_meta_iter_next(struct request *rq, struct device *dev, struct nva_dma_seg *seg);
-bool nva_meta_coalesced(struct request *rq);
-bool nva_meta_unmap(struct request *rq, struct device *dev, size_t len, u8 p2p);
 void nva_rq_integrity_bvec(struct request *rq, u32 *len, bool *p2p);
 bool nva_map_integrity_bvec(struct request *rq, struct device *dev, u64 *addr);
 mempool_t *nva_vec_pool_create(size_t size, int node);
