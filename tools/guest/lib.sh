@@ -556,3 +556,17 @@ all_on_interrupts() {
     done
     return 0
 }
+
+# No completion was dropped as unknown or stale on any bound controller of ours.
+no_bad_completions() {
+    n_ctrls=0
+    for c in "$STATS"/*/; do
+        [ -d "$c" ] || continue
+        c=${c%/}
+        n=$(stat_sum "${c##*/}" bad_completions)
+        [ "$n" = 0 ] || fail "${c##*/}: $n bad completions"
+        n_ctrls=$((n_ctrls + 1))
+    done
+    [ $n_ctrls -gt 0 ] || fail "no controller of ours to check"
+    echo "$n_ctrls controllers"
+}

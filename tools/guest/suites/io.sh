@@ -1,5 +1,6 @@
-# The I/O path: data integrity under fio verify, interchange with the stock driver, discard and
-# write zeroes, errors from the device, several controllers and namespaces, block sizes.
+# The I/O path: data integrity under fio verify, flushes and FUA, discard and write zeroes, errors
+# from the device, several namespaces and block sizes (interop: the stock driver and other
+# controllers).
 
 PATTERN=/tmp/pattern
 
@@ -33,26 +34,6 @@ block_size_is() {
     disk=$(disk_of "$CTRL_MULTI" "$1") || fail "no disk for namespace $1"
     got=$(cat "/sys/block/$disk/queue/logical_block_size")
     [ "$got" = "$2" ] || fail "$disk logical block size $got, expected $2"
-}
-
-# Data written by one driver reads back identically through the other. Each move is checked:
-# the controller is bound to the driver named, and has its disk.
-interchange() {
-    from=$1 to=$2 offset=$3
-    on_driver "$from"
-    dd if="$PATTERN" of="/dev/$disk" bs=1M seek="$offset" oflag=direct,seek_bytes 2>/dev/null || fail "write through $from failed"
-    on_driver "$to"
-    dd if="/dev/$disk" bs=1M count=8 skip="$offset" iflag=direct,skip_bytes 2>/dev/null | cmp - "$PATTERN" ||
-        fail "data written through $from differs when read through $to"
-    echo "written through $from, read back through $to ($disk)"
-}
-
-# on_driver stock|adaptive: moves the file-backed controller there; sets disk.
-on_driver() {
-    "to_$1" "$CTRL_FILE" || fail "binding to $1 failed"
-    case "$1" in stock) want=nvme ;; adaptive) want=nvme_adaptive ;; esac
-    [ "$(bound_driver "$CTRL_FILE")" = "$want" ] || fail "bound to $(bound_driver "$CTRL_FILE"), not $want"
-    disk=$(disk_of "$CTRL_FILE" 1) || fail "no disk under $want"
 }
 
 zeroes_after() {
@@ -126,16 +107,6 @@ capacity_and_last_block() {
     echo "$out" | grep -qE "No space left|Input/output error" || fail "unexpected error: $out"
 }
 
-two_controllers() {
-    # The null controller stays with the stock driver, the file-backed one is ours.
-    to_stock "$CTRL_NULL" && to_adaptive "$CTRL_FILE" || fail "binding failed"
-    stock_disk=$(disk_of "$CTRL_NULL" 1) && ours=$(disk_of "$CTRL_FILE" 1) || fail "disks missing"
-    [ "$(bound_driver "$CTRL_NULL")/$(bound_driver "$CTRL_FILE")" = nvme/nvme_adaptive ] ||
-        fail "bound to $(bound_driver "$CTRL_NULL") and $(bound_driver "$CTRL_FILE")"
-    run_fio --direct=1 --ioengine=io_uring --rw=randread --bs=4k --iodepth=8 --runtime=3 --time_based \
-        --name=stock --filename="/dev/$stock_disk" --name=ours --filename="/dev/$ours"
-}
-
 # Flushes and FUA writes reach the driver and the data survives them: fio's fsync issues
 # flushes (counted in the disk's statistics), O_DSYNC direct writes on a disk with FUA become
 # FUA writes (counted as the driver receives them).
@@ -183,76 +154,6 @@ sq_trace_has_the_tail() {
     echo "$1 events, $3 distinct tails"
 }
 
-# A controller with one MSI-X vector: its admin queue and I/O queue 1 share the interrupt line
-# (both handlers on one line of /proc/interrupts), and write+verify passes on both CPUs.
-single_vector() {
-    to_adaptive "$CTRL_ONEVEC" || fail "bind failed"
-    disk=$(disk_of "$CTRL_ONEVEC" 1) || fail "no disk"
-    ctrl=$(ctrl_of "$CTRL_ONEVEC" "$disk") || fail "no controller name"
-    awk -v a="${ctrl}q0" -v b="${ctrl}q1" '{
-            n = 0
-            for (i = 1; i <= NF; i++) { f = $i; sub(/,$/, "", f); if (f == a || f == b) n++ }
-            if (n == 2) found = 1
-        } END { exit !found }' /proc/interrupts ||
-        fail "${ctrl}q0 and ${ctrl}q1 not on one line: $(grep "${ctrl}q" /proc/interrupts | tr -s ' ')"
-    verify_from_both_cpus "$disk" --bs=4k --iodepth=16 || fail "verify failed"
-    nvme-bind "$CTRL_ONEVEC" none >/dev/null || fail "cannot release the controller"
-    echo "${ctrl}q0 and ${ctrl}q1 on one line, I/O verified"
-}
-
-# CMBLOC and CMBSZ of the controller with a controller memory buffer, as the bound driver's sysfs
-# shows them.
-cmb_attributes() {
-    ctrl=$(ctrl_of "$CTRL_CMB") || return 1
-    for a in cmb cmbloc cmbsz; do
-        echo "$a: $(tr '\n' ' ' <"/sys/class/nvme/$ctrl/$a")" || return 1
-    done
-    p2p=/sys/bus/pci/devices/$CTRL_CMB/p2pmem
-    echo "p2pmem: $(cat $p2p/size) bytes, $(cat $p2p/available) available, published $(cat $p2p/published)"
-}
-
-# The controller with a CMB, bound to each driver in turn: sysfs shows cmb, cmbloc and cmbsz with
-# the same contents, each driver registers the CMB as peer-to-peer memory, and with use_cmb_sqes
-# (on by default) takes the same share of it for its submission queues (p2pmem's available
-# bytes, which the SQs' allocations lower), and write+verify passes on ours: its queues' commands
-# are written into the device's BAR. The test kernels have CONFIG_PCI_P2PDMA; without it both
-# drivers warn that the CMB cannot be registered, and the SQs stay in host memory.
-cmb_as_stock() {
-    # Released first, so that each driver probes it here (the stock driver took it at load).
-    nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
-    warned=$(dmesg_count 'failed to register the CMB')
-    to_stock "$CTRL_CMB" && wait_for 60 disk_of "$CTRL_CMB" 1 || fail "nvme: bind failed"
-    stock=$(cmb_attributes) || fail "nvme: no CMB attributes: $stock"
-    stock_warned=$(($(dmesg_count 'failed to register the CMB') - warned))
-    to_adaptive "$CTRL_CMB" && wait_for 60 disk_of "$CTRL_CMB" 1 || fail "nvme_adaptive: bind failed"
-    ours=$(cmb_attributes) || fail "nvme_adaptive: no CMB attributes: $ours"
-    ours_warned=$(($(dmesg_count 'failed to register the CMB') - warned - stock_warned))
-    echo "$stock" | grep -q '^cmbsz: 0 ' && fail "nvme: no CMB: $(echo $stock)"
-    set -- $(echo "$stock" | sed -n 's/^p2pmem: \([0-9]*\) bytes, \([0-9]*\) available.*/\1 \2/p')
-    [ $# = 2 ] && [ "$2" -lt "$1" ] || fail "nvme: no SQs in the CMB: $(echo $stock)"
-    [ "$ours" = "$stock" ] || fail "nvme_adaptive: $(echo $ours) / nvme: $(echo $stock)"
-    [ "$ours_warned" = "$stock_warned" ] ||
-        fail "'failed to register the CMB' logged $ours_warned times by nvme_adaptive, $stock_warned by nvme"
-    disk=$(disk_of "$CTRL_CMB" 1)
-    verify_from_both_cpus "$disk" --bs=4k --iodepth=16 || fail "verify failed"
-    nvme-bind "$CTRL_CMB" none >/dev/null || fail "cannot release the controller"
-    echo "$(echo $ours), registration warnings $ours_warned, I/O verified"
-}
-
-# No completion was dropped as unknown or stale on any bound controller of ours.
-no_bad_completions() {
-    n_ctrls=0
-    for c in "$STATS"/*/; do
-        [ -d "$c" ] || continue
-        c=${c%/}
-        n=$(stat_sum "${c##*/}" bad_completions)
-        [ "$n" = 0 ] || fail "${c##*/}: $n bad completions"
-        n_ctrls=$((n_ctrls + 1))
-    done
-    [ $n_ctrls -gt 0 ] || fail "no controller of ours to check"
-    echo "$n_ctrls controllers"
-}
-
 check setup setup_io
 check verify-qd1 verify_at_qd 1
 check verify-qd16 verify_at_qd 16
@@ -261,16 +162,10 @@ check verify-ns-512 verify_namespace 1 512
 check verify-ns-4k verify_namespace 2 4k
 check block-size-512 block_size_is 1 512
 check block-size-4k block_size_is 2 4096
-check stock-to-adaptive interchange stock adaptive 0
-check adaptive-to-stock interchange adaptive stock 16777216
-check back-to-adaptive on_driver adaptive
 check flush-and-fua flush_and_fua
 check sq-trace-has-the-tail sq_trace_has_the_tail
 check discard-reads-zeroes discard_reads_zero
 check write-zeroes zeroes_after write-zeroes
 check media-error-is-enodata device_error_is_enodata
 check capacity-and-last-block capacity_and_last_block
-check two-controllers two_controllers
-check single-vector single_vector
-check cmb-as-stock cmb_as_stock
 check no-bad-completions no_bad_completions

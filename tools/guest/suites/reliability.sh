@@ -614,7 +614,7 @@ module_unused() {
 }
 
 # No controller counted a bad completion but the four injected on the file controller.
-no_bad_completions() {
+only_injected_bad_completions() {
     for c in "$CTRL_SLOW" "$CTRL_LAT" "$CTRL_MULTI" "$CTRL_FILE"; do
         n=$(ctrl_of "$c" "$(disks_of "$c" | head -n 1)") || fail "no controller name for $c"
         want=0
@@ -647,6 +647,6 @@ check mixed-rw-bsrange-switching mixed_rw_bsrange
 # lockdep and KASAN watch each path of an episode (mask, a reap by the timer, unmask, a reap by
 # the interrupt) from its first run, here 50 times. The soak switches 10,000 times.
 check switch-soak-slice switch_soak_slice
-check no-bad-completions no_bad_completions
+check no-bad-completions only_injected_bad_completions
 check queue-depth-exhaustion queue_depth_exhaustion
 check unbind-while-polling unbind_while_polling
