@@ -89,60 +89,63 @@ fn setup_state(
     to_result(state).map(|()| state)
 }
 
+/// Removes a state `setup_state` made.
+///
+/// # Safety
+///
+/// `state` came from `setup_state`, was not removed since, and has no instance left.
+unsafe fn remove_state(state: i32) {
+    // SAFETY: The caller's promise.
+    unsafe { bindings::__cpuhp_remove_state(state as bindings::cpuhp_state, false) };
+}
+
 /// Registers the module's hotplug states, with the callbacks every controller's instances get:
 /// `going_down` and `up` run on a CPU going down (its managed interrupts are shut down next)
 /// and on one coming up, which also rolls back a failed offline; `dead` runs once a CPU went.
-/// `EBUSY` while registered.
-pub(crate) fn register_hotplug(
+///
+/// # Safety
+///
+/// No other [`HotplugRegistration`] exists, nor is made until the returned one is dropped.
+pub(crate) unsafe fn register_hotplug(
     going_down: HotplugCallback,
     up: HotplugCallback,
     dead: HotplugCallback,
 ) -> Result<HotplugRegistration> {
-    if DOWN_STATE.load(Acquire) >= 0 {
-        return Err(EBUSY);
-    }
     let down = setup_state(
         bindings::cpuhp_state_CPUHP_AP_ONLINE_DYN,
         c"block/nvme_adaptive:online",
         Some(up),
         going_down,
     )?;
-    let dead = match setup_state(
+    match setup_state(
         bindings::cpuhp_state_CPUHP_BP_PREPARE_DYN,
         c"block/nvme_adaptive:dead",
         None,
         dead,
     ) {
-        Ok(dead) => dead,
+        Ok(dead) => {
+            // The caller's promise: no other registration reads or writes these.
+            DOWN_STATE.store(down, Release);
+            DEAD_STATE.store(dead, Release);
+            Ok(HotplugRegistration(()))
+        }
         Err(e) => {
             // SAFETY: Set up above, without instances.
-            unsafe { bindings::__cpuhp_remove_state(down as bindings::cpuhp_state, false) };
-            return Err(e);
+            unsafe { remove_state(down) };
+            Err(e)
         }
-    };
-    if DOWN_STATE.cmpxchg(-1, down, Release).is_err() {
-        // SAFETY: Both set up above, without instances; another registration won the race.
-        unsafe {
-            bindings::__cpuhp_remove_state(dead as bindings::cpuhp_state, false);
-            bindings::__cpuhp_remove_state(down as bindings::cpuhp_state, false);
-        }
-        return Err(EBUSY);
     }
-    DEAD_STATE.store(dead, Release);
-    Ok(HotplugRegistration(()))
 }
 
 impl Drop for HotplugRegistration {
     fn drop(&mut self) {
-        let (down, dead) = (DOWN_STATE.load(Relaxed), DEAD_STATE.load(Relaxed));
+        let (down, dead) = (DOWN_STATE.xchg(-1, Relaxed), DEAD_STATE.xchg(-1, Relaxed));
         // SAFETY: This registration set both up (the only one: `register_hotplug`); whoever added
         // instances removed them before the registration could go (`unwatch`).
         unsafe {
-            bindings::__cpuhp_remove_state(dead as bindings::cpuhp_state, false);
-            bindings::__cpuhp_remove_state(down as bindings::cpuhp_state, false);
+            remove_state(dead);
+            remove_state(down);
         }
-        DEAD_STATE.store(-1, Relaxed);
-        DOWN_STATE.store(-1, Release);
     }
 }
 

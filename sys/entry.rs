@@ -99,7 +99,9 @@ pub(crate) fn register<T: Transport>() -> Result<DriverRegistration> {
 }
 
 fn register_once<T: Transport>() -> Result<DriverRegistration> {
-    let hotplug = cpu::register_hotplug(cpu_going_down::<T>, cpu_online::<T>, cpu_dead::<T>)?;
+    let (going_down, up, dead) = (cpu_going_down::<T>, cpu_online::<T>, cpu_dead::<T>);
+    // SAFETY: No other registration exists (`REGISTERED`); the hotplug states go with this one.
+    let hotplug = unsafe { cpu::register_hotplug(going_down, up, dead) }?;
     let drv = PCI_DRIVER.0.get();
     // SAFETY: No registration exists (`REGISTERED`), so nothing else uses the driver; it is
     // filled in whole (what is not named zero, as in a C static) before the PCI core gets it,
@@ -325,9 +327,11 @@ bound_callbacks! {
 /// reset is queued, and flushes the work before the driver unbinds).
 unsafe extern "C" fn reset_work<T: Transport>(work: *mut bindings::work_struct) {
     // SAFETY: The work is the controller's `reset_work` (the caller's promise), inside
-    // nvme-core's controller, the first member of `struct nva_ctrl`.
-    let t =
-        unsafe { transport_of::<T>(work.byte_sub(offset_of!(ffi::nvme_ctrl, reset_work)).cast()) };
+    // nvme-core's controller.
+    let ctrl = unsafe { work.byte_sub(offset_of!(ffi::nvme_ctrl, reset_work)) };
+    // SAFETY: The controller is one of ours (the caller's promise), the first member of
+    // `struct nva_ctrl`, whose transport probe set before nvme-core could queue the work.
+    let t = unsafe { transport_of::<T>(ctrl.cast()) };
     // SAFETY: The driver is bound (the caller's promise).
     t.reset_work(unsafe { t.function().as_bound() })
 }
