@@ -19,8 +19,6 @@ use kernel::{
     },
     io::{
         io_project,
-        io_read,
-        io_write,
         Io, //
     },
     new_spinlock,
@@ -33,10 +31,8 @@ use kernel::{
             Relaxed, //
         },
         barrier::{
-            dma_mb,
             mb,
             Full,
-            Read,
             Write, //
         },
         lock::{
@@ -78,7 +74,9 @@ use crate::{
         blk::{
             self,
             Batch,
+            CompletionRing,
             LocalRqList,
+            Posted,
             Rejected,
             Request,
             Status,
@@ -272,15 +270,11 @@ impl Adaptive {
 }
 
 pub(crate) struct Cq {
-    ring: Option<Coherent<[Completion]>>,
-    depth: u16,
-    head: u16,
-    phase: u16,
+    /// The ring and where its completions' command identifiers lead: under this lock, which
+    /// every reap holds, so that finding a request costs no atomic access.
+    ring: CompletionRing<Iod>,
     doorbell: usize,
     shadow: Option<Shadow>,
-    /// Where the completions' command identifiers lead: under this lock, which every reap
-    /// holds, so that finding a request costs no atomic access.
-    tags: Tags<Iod>,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
@@ -342,13 +336,9 @@ impl Queue {
                     owns_vector: false,
                 }),
                 cq <- new_spinlock_irq!(Cq {
-                    ring: None,
-                    depth: 0,
-                    head: 0,
-                    phase: 1,
+                    ring: CompletionRing::new(),
                     doorbell: 0,
                     shadow: None,
-                    tags: Tags::none(),
                     tallies: CqTallies::default(),
                     adaptive: Adaptive {
                         policy: Policy::new(),
@@ -405,9 +395,7 @@ impl Queue {
             sq.slots_per_entry = slots;
             sq.depth = depth;
         }
-        let mut cq = self.cq.lock();
-        cq.ring = Some(cq_ring);
-        cq.depth = depth;
+        self.cq.lock().ring.install(cq_ring);
         Ok(())
     }
 
@@ -441,7 +429,7 @@ impl Queue {
             let host = sq.ring.as_ref().map(Coherent::dma_address);
             host.or_else(|| sq.cmb_ring.as_ref().map(P2pArray::bus_address))?
         };
-        let cq = self.cq.lock().ring.as_ref().map(Coherent::dma_address)?;
+        let cq = self.cq.lock().ring.dma_address()?;
         Some((sq, cq))
     }
 
@@ -465,18 +453,11 @@ impl Queue {
         };
         self.tail_seen.store(0, Relaxed);
         let mut cq = self.cq.lock();
-        cq.head = 0;
-        cq.phase = 1;
+        cq.ring.restart();
         cq.doorbell = db.cq_offset();
         let old_cq = core::mem::replace(&mut cq.shadow, slot(db.cq_index));
         // Nothing is in flight on a new queue pair.
         cq.adaptive.completed = self.stats.submitted.get();
-        if let Some(ring) = cq.ring.as_ref() {
-            for i in 0..ring.len() {
-                // An old entry with the current phase would look freshly posted.
-                let _ = Self::clear_cqe(ring, i);
-            }
-        }
         drop(cq);
         drop((old_sq, old_cq));
     }
@@ -486,11 +467,6 @@ impl Queue {
         let sq = self.sq.lock().shadow.take();
         let cq = self.cq.lock().shadow.take();
         drop((sq, cq));
-    }
-
-    fn clear_cqe(ring: &Coherent<[Completion]>, index: usize) -> Result {
-        io_write!(ring, [try: index].status, 0);
-        Ok(())
     }
 
     /// Creates the queue pair on the controller: Create I/O CQ (on `vector`, or polled
@@ -834,7 +810,7 @@ impl Queue {
 
     /// Takes the tags blk-mq set the queue's hardware context up with (again).
     pub(crate) fn set_tags(&self, tags: Tags<Iod>) {
-        self.lock_cq().tags = tags;
+        self.lock_cq().ring.set_tags(tags);
     }
 
     /// Takes the node of the CPUs blk-mq maps to the queue (again), whose pools must exist.
@@ -855,30 +831,9 @@ impl Queue {
         ctx.lock(&self.cq)
     }
 
-    /// The entry at `head`, projected once for its status and then the rest (each projection
-    /// checks the index and the address range).
-    #[inline]
-    fn cqe_slot(ring: &Coherent<[Completion]>, head: u16) -> Result<CoherentView<'_, Completion>> {
-        Ok(io_project!(ring, [try: usize::from(head)]))
-    }
-
-    /// The entry at `head` if the controller posted it (its phase tag is the current one).
-    #[inline]
-    fn posted(
-        ring: &Coherent<[Completion]>,
-        head: u16,
-        phase: u16,
-    ) -> Option<CoherentView<'_, Completion>> {
-        Self::cqe_slot(ring, head)
-            .ok()
-            .filter(|slot| Completion::phase(io_read!(*slot, .status)) == phase)
-    }
-
     /// Whether the controller posted a completion not reaped yet.
     pub(crate) fn pending(&self, cq: &Cq) -> bool {
-        cq.ring
-            .as_ref()
-            .is_some_and(|ring| Self::posted(ring, cq.head, cq.phase).is_some())
+        cq.ring.pending()
     }
 
     /// Reaps every completion the controller posted, under the held CQ lock, then writes the
@@ -891,42 +846,31 @@ impl Queue {
     pub(crate) fn reap(&self, cq: &mut Cq, batch: &mut Batch<'_>) -> u32 {
         let Cq {
             ring,
-            depth,
-            head,
-            phase,
             doorbell,
             shadow,
-            tags,
             adaptive,
             tallies: _,
         } = cq;
         adaptive.timed = 0;
         adaptive.submitted_sum_ns = 0;
-        let Some(ring) = ring.as_ref() else {
-            return 0;
-        };
         let mut n = 0u32;
-        while let Some(slot) = Self::posted(ring, *head, *phase) {
-            // The phase tag is read before the rest of the entry.
-            dma_mb(Read);
-            let cqe = slot.copy_read();
-            self.handle(&cqe, tags, adaptive, batch);
+        while let Some(posted) = ring.next() {
+            self.handle(posted, adaptive, batch);
             #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
             if self.stats.take_duplicate() {
-                self.handle(&cqe, tags, adaptive, batch);
-            }
-            *head = next(*head, *depth);
-            if *head == 0 {
-                *phase ^= 1;
+                if let Some(again) = ring.repeat_last() {
+                    self.handle(again, adaptive, batch);
+                }
             }
             n += 1;
         }
         if n > 0 {
+            let head = ring.head();
             let mmio = shadow
                 .as_ref()
-                .is_none_or(|s| s.buffers.update(s.index, *head));
+                .is_none_or(|s| s.buffers.update(s.index, head));
             if mmio {
-                let _ = self.hw.regs.write32(*doorbell, (*head).into());
+                let _ = self.hw.regs.write32(*doorbell, head.into());
             }
             adaptive.completed = adaptive.completed.wrapping_add(n.into());
         }
@@ -934,13 +878,8 @@ impl Queue {
     }
 
     #[inline(always)]
-    fn handle(
-        &self,
-        cqe: &Completion,
-        tags: &Tags<Iod>,
-        adaptive: &mut Adaptive,
-        batch: &mut Batch<'_>,
-    ) {
+    fn handle(&self, posted: Posted<'_, Iod>, adaptive: &mut Adaptive, batch: &mut Batch<'_>) {
+        let cqe = *posted.entry();
         let cid = cqe.command_id();
         // The Asynchronous Event Request has no request: it never times out and survives
         // resets, so nvme-core keeps it apart.
@@ -948,7 +887,7 @@ impl Queue {
             self.hw.core.complete_aen(cqe.status, cqe.result);
             return;
         }
-        let Some(mut rq) = tags.find(cid) else {
+        let Some(mut rq) = posted.find() else {
             self.stats.bad_completions.add(1);
             // Logged at the 1st, 2nd, 4th, 8th ... occurrence: visible, but never a flood.
             if self.stats.bad_completions.get().is_power_of_two() {
@@ -968,7 +907,7 @@ impl Queue {
             adaptive.timed += 1;
             adaptive.submitted_sum_ns = adaptive.submitted_sum_ns.wrapping_add(submitted);
         }
-        let Some(mut rq) = rq.try_complete(cqe.status, cqe.result) else {
+        let Some(mut rq) = rq.complete() else {
             return;
         };
         // Here rather than in the batch's completion, which would call back into Rust once

@@ -17,15 +17,32 @@ use core::{
 };
 use kernel::{
     bindings,
+    dma::{
+        Coherent,
+        CoherentView, //
+    },
+    io::{
+        io_project,
+        io_read,
+        io_write,
+        Io, //
+    },
     prelude::*,
     str::CStr,
-    sync::atomic::Atomic,
+    sync::{
+        atomic::Atomic,
+        barrier::{
+            dma_mb,
+            Read, //
+        }, //
+    },
     warn_on, //
 };
 
 use super::ffi;
 use crate::cmd::{
     Command,
+    Completion,
     SglDescriptor, //
 };
 
@@ -409,7 +426,8 @@ impl<P: Default> Request<P> {
 
     /// Records the device's completion. `None` when the request is finished elsewhere (on the
     /// CPU that issued it, or dropped by fault injection); otherwise the caller completes it.
-    pub(crate) fn try_complete(self, status: u16, result: u64) -> Option<Self> {
+    #[inline(always)]
+    fn try_complete(self, status: u16, result: u64) -> Option<Self> {
         // SAFETY: The request is live and on the device, which just completed it.
         if unsafe { ffi::nva_try_complete_req(self.raw(), status, result) } {
             None
@@ -514,14 +532,17 @@ impl<P> core::ops::Deref for InFlight<P> {
 }
 
 /// The tags of one hardware queue: from a command identifier to the request it names, whose
-/// transport data is a `P`.
+/// transport data is a `P`. Only a [`CompletionRing`] looks them up.
 ///
 /// # Invariants
 ///
 /// None, or blk-mq's tags of the hardware queue the holder serves, of a tag set whose PDUs
-/// carry a `P`.
+/// carry a `P`; `generations` unless the controller has `NVME_QUIRK_SKIP_CID_GEN`.
 pub(crate) struct Tags<P> {
     tags: Option<NonNull<bindings::blk_mq_tags>>,
+    /// nvme-core advances the generation in the command identifier at each completion, so
+    /// an identifier seen again finds nothing.
+    generations: bool,
     _pdu: PhantomData<P>,
 }
 
@@ -532,6 +553,7 @@ impl<P: Default> Tags<P> {
     pub(crate) const fn none() -> Self {
         Self {
             tags: None,
+            generations: true,
             _pdu: PhantomData,
         }
     }
@@ -539,18 +561,23 @@ impl<P: Default> Tags<P> {
     /// # Safety
     ///
     /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped, of a tag set
-    /// of `P` PDUs.
-    pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>) -> Self {
+    /// of `P` PDUs, of a controller that advances generations if `generations`.
+    pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>, generations: bool) -> Self {
         Self {
             tags: Some(tags),
+            generations,
             _pdu: PhantomData,
         }
     }
 
-    /// The request in flight under command identifier `cid`, if its generation matches, for
-    /// the completion the controller posted with `cid`. That `cid` comes from one is the
-    /// transport's part, not typed (design.rst): a request it holds elsewhere could be found.
-    pub(crate) fn find(&self, cid: u16) -> Option<Request<P>> {
+    /// The request in flight under command identifier `cid`, if its generation matches.
+    ///
+    /// # Safety
+    ///
+    /// `cid` comes from a completion the controller posted on the queue of these tags, and no
+    /// request found with it since is held without [`Request::try_complete`] having run.
+    #[inline(always)]
+    unsafe fn find(&self, cid: u16) -> Option<Request<P>> {
         let tags = self.tags?.as_ptr();
         // SAFETY: `tags` are valid (type invariant); glue.c checks the tag's range and the
         // command's generation, which nvme-core advances at each completion, so a stale or
@@ -559,8 +586,197 @@ impl<P: Default> Tags<P> {
         let rq = unsafe { ffi::nva_find_rq(tags, cid) };
         // SAFETY: A found request is in flight on this queue, issued by the transport; its tag
         // set has `P` PDUs (type invariant); the device completing it hands it back to the
-        // driver (`cid` came from its completion: the caller's part, see above).
+        // driver, and nothing else holds it (the caller's promise).
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
+    }
+}
+
+/// A completion queue's ring, where the controller posts, and the tags its command
+/// identifiers lead to. It hands each posted entry out once ([`CompletionRing::next`]), and
+/// only the entry turns into a request, through this ring's tags, and only by completing it
+/// ([`Found::complete`]) before the next entry: a request reached here is one the device
+/// completed, never one a caller named, which could be held elsewhere (`queue_rq` between
+/// setting its command up and copying it to the submission ring).
+pub(crate) struct CompletionRing<P> {
+    ring: Option<Coherent<[Completion]>>,
+    /// Entries of `ring` in use: its length, up to `u16::MAX`.
+    depth: u16,
+    head: u16,
+    phase: u16,
+    tags: Tags<P>,
+}
+
+impl<P: Default> CompletionRing<P> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            ring: None,
+            depth: 0,
+            head: 0,
+            phase: 1,
+            tags: Tags::none(),
+        }
+    }
+
+    /// Takes `ring` as the queue's, for the controller to post to once it is given its bus
+    /// address; [`CompletionRing::restart`] before.
+    pub(crate) fn install(&mut self, ring: Coherent<[Completion]>) {
+        self.depth = u16::try_from(ring.len()).unwrap_or(u16::MAX);
+        self.ring = Some(ring);
+    }
+
+    /// Gives the ring up (the controller no longer uses it).
+    pub(crate) fn take(&mut self) -> Option<Coherent<[Completion]>> {
+        self.depth = 0;
+        self.ring.take()
+    }
+
+    pub(crate) fn dma_address(&self) -> Option<u64> {
+        self.ring.as_ref().map(Coherent::dma_address)
+    }
+
+    /// Starts again at entry 0 with phase 1, as the controller does with a newly created
+    /// queue (`nvme_init_queue`).
+    pub(crate) fn restart(&mut self) {
+        self.head = 0;
+        self.phase = 1;
+        if let Some(ring) = self.ring.as_ref() {
+            for i in 0..ring.len() {
+                // An old entry with the current phase would look freshly posted.
+                let _ = Self::clear(ring, i);
+            }
+        }
+    }
+
+    fn clear(ring: &Coherent<[Completion]>, index: usize) -> Result {
+        io_write!(ring, [try: index].status, 0);
+        Ok(())
+    }
+
+    /// Takes the tags blk-mq set the queue's hardware context up with (again).
+    pub(crate) fn set_tags(&mut self, tags: Tags<P>) {
+        self.tags = tags;
+    }
+
+    /// Where the next entry will be posted: the value of the CQ head doorbell.
+    pub(crate) fn head(&self) -> u16 {
+        self.head
+    }
+
+    /// Entry `index`, projected once for its status and then the rest (each projection
+    /// checks the index and the address range).
+    #[inline(always)]
+    fn slot(ring: &Coherent<[Completion]>, index: u16) -> Result<CoherentView<'_, Completion>> {
+        Ok(io_project!(ring, [try: usize::from(index)]))
+    }
+
+    /// The entry at `head` if the controller posted it (its phase tag is the current one).
+    #[inline(always)]
+    fn posted(&self) -> Option<CoherentView<'_, Completion>> {
+        Self::slot(self.ring.as_ref()?, self.head)
+            .ok()
+            .filter(|slot| Completion::phase(io_read!(*slot, .status)) == self.phase)
+    }
+
+    /// Whether the controller posted an entry not handed out yet.
+    pub(crate) fn pending(&self) -> bool {
+        self.posted().is_some()
+    }
+
+    /// The next entry the controller posted, if any; the head moves past it.
+    #[inline(always)]
+    pub(crate) fn next(&mut self) -> Option<Posted<'_, P>> {
+        let slot = self.posted()?;
+        // The phase tag is read before the rest of the entry.
+        dma_mb(Read);
+        let entry = slot.copy_read();
+        self.head = if self.head + 1 >= self.depth {
+            self.phase ^= 1;
+            0
+        } else {
+            self.head + 1
+        };
+        Some(Posted {
+            entry,
+            tags: &self.tags,
+        })
+    }
+
+    /// The entry [`CompletionRing::next`] handed out last, once more, as a controller that
+    /// posts a completion twice would: fault injection, for controllers whose command
+    /// identifiers carry a generation (the entry then finds no request).
+    #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+    pub(crate) fn repeat_last(&mut self) -> Option<Posted<'_, P>> {
+        if !self.tags.generations {
+            return None;
+        }
+        let last = match self.head {
+            0 => self.depth.checked_sub(1)?,
+            head => head - 1,
+        };
+        let entry = Self::slot(self.ring.as_ref()?, last).ok()?.copy_read();
+        Some(Posted {
+            entry,
+            tags: &self.tags,
+        })
+    }
+}
+
+/// An entry the controller posted, handed out once by its [`CompletionRing`].
+pub(crate) struct Posted<'a, P> {
+    entry: Completion,
+    tags: &'a Tags<P>,
+}
+
+impl<'a, P: Default> Posted<'a, P> {
+    pub(crate) fn entry(&self) -> &Completion {
+        &self.entry
+    }
+
+    /// The request the entry completes, if its identifier names one in flight.
+    #[inline(always)]
+    pub(crate) fn find(self) -> Option<Found<'a, P>> {
+        // SAFETY: The entry was posted on the queue of these tags and is handed out once
+        // (`CompletionRing::next`, `repeat_last` only where generations make it find
+        // nothing); a request found from an earlier entry was completed (`Found::complete`)
+        // before this entry could be had, as `Found` borrows the ring. A device that posts
+        // an identifier it was not given is trusted no less by the C driver.
+        let rq = unsafe { self.tags.find(self.entry.command_id()) }?;
+        Some(Found {
+            rq,
+            entry: self.entry,
+            _ring: PhantomData,
+        })
+    }
+}
+
+/// A request found by its completion, not yet completed: readable, and its PDU writable, but
+/// not to be given away before [`Found::complete`] records the completion.
+pub(crate) struct Found<'a, P> {
+    rq: Request<P>,
+    entry: Completion,
+    _ring: PhantomData<&'a ()>,
+}
+
+impl<P: Default> Found<'_, P> {
+    /// The transport's per-request data.
+    pub(crate) fn pdu(&mut self) -> &mut P {
+        self.rq.pdu()
+    }
+
+    /// Records the device's completion. `None` when the request is finished elsewhere (on
+    /// the CPU that issued it, or dropped by fault injection); otherwise the caller completes
+    /// it.
+    #[inline(always)]
+    pub(crate) fn complete(self) -> Option<Request<P>> {
+        self.rq.try_complete(self.entry.status, self.entry.result)
+    }
+}
+
+impl<P> core::ops::Deref for Found<'_, P> {
+    type Target = Request<P>;
+
+    fn deref(&self) -> &Request<P> {
+        &self.rq
     }
 }
 

@@ -645,10 +645,12 @@ unsafe fn init_hctx<T: Transport>(
     let Some(tags) = NonNull::new(tags) else {
         return EINVAL.to_errno();
     };
+    // SAFETY: The caller's promise: a live controller, alive while blk-mq runs the callback.
+    let c = unsafe { nvme::Ctrl::from_core(ctrl.cast()) };
     // SAFETY: blk-mq's tags of this hardware queue stay valid while the hctx is mapped to it,
     // and `init_hctx` runs again whenever that changes; the tag sets of a controller of `T`
     // carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`).
-    let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags) };
+    let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags, c.advances_generations()) };
     match t.queue(qid, tags, numa::Node::from_raw(node as c_int)) {
         Some(q) => {
             // SAFETY: blk-mq sets the hctx up alone; the queue outlives its use (`queue_of`).

@@ -288,6 +288,18 @@ impl Ctrl {
         Ok(Self(c))
     }
 
+    /// The handle of the controller whose nvme-core part `ctrl` is.
+    ///
+    /// # Safety
+    ///
+    /// `ctrl` is the `struct nvme_ctrl` of a `struct nva_ctrl` made by `nva_ctrl_alloc`, which
+    /// outlives every holder of the handle.
+    pub(super) unsafe fn from_core(ctrl: *mut ffi::nvme_ctrl) -> Self {
+        // SAFETY: nvme-core's controller is the first member of `struct nva_ctrl` (glue.c
+        // asserts it), so the pointers are the same; blk-mq never passes a null one.
+        Self(unsafe { NonNull::new_unchecked(ctrl.cast()) })
+    }
+
     pub(super) fn raw(self) -> *mut ffi::NvaCtrl {
         self.0.as_ptr()
     }
@@ -412,6 +424,14 @@ impl Ctrl {
         /// Ends every request of the I/O tag set still in flight as cancelled.
         cancel_tagset => nvme_cancel_tagset(nvme);
         cancel_admin_tagset => nvme_cancel_admin_tagset(nvme);
+    }
+
+    /// Whether nvme-core puts a generation into each command identifier, which it advances
+    /// at each completion (no `NVME_QUIRK_SKIP_CID_GEN`).
+    pub(super) fn advances_generations(self) -> bool {
+        // SAFETY: The controller is valid; `init` set the quirks before any tag set exists.
+        let quirks = unsafe { (*self.nvme()).quirks } as u64;
+        quirks & u64::from(ffi::nvme_quirks_NVME_QUIRK_SKIP_CID_GEN) == 0
     }
 
     /// Frees the admin tag set and the admin request queue; nothing without them. See
