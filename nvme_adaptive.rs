@@ -976,6 +976,10 @@ impl Controller {
         if core.admin_queue_usable() {
             // A reset during removal may have left user requests waiting on a stopped queue.
             core.unquiesce_admin();
+            // The admin queue forgets the tags first, as the I/O queues do (`remove_io_tag_set`).
+            if let Some(admin) = self.queues.first() {
+                admin.set_tags(Tags::none());
+            }
             core.remove_admin_tag_set();
         }
     }

@@ -30,7 +30,11 @@ use kernel::{
     prelude::*,
     str::CStr,
     sync::{
-        atomic::Atomic,
+        atomic::{
+            Atomic,
+            Relaxed,
+            Release, //
+        },
         barrier::{
             dma_mb,
             Read, //
@@ -537,16 +541,21 @@ impl<P> core::ops::Deref for InFlight<P> {
 /// # Invariants
 ///
 /// None, or blk-mq's tags of the hardware queue the holder serves, of a tag set whose PDUs
-/// carry a `P`; `generations` unless the controller has `NVME_QUIRK_SKIP_CID_GEN`.
+/// carry a `P`, with `held` the controller's count of the tag set's holders, which this one
+/// is counted in; `generations` unless the controller has `NVME_QUIRK_SKIP_CID_GEN`.
 pub(crate) struct Tags<P> {
     tags: Option<NonNull<bindings::blk_mq_tags>>,
     /// nvme-core advances the generation in the command identifier at each completion, so
     /// an identifier seen again finds nothing.
     generations: bool,
+    /// The count that keeps the tag set from being freed while tags of it are held
+    /// ([`nvme::Ctrl::remove_io_tag_set`](super::nvme::Ctrl::remove_io_tag_set)).
+    held: Option<NonNull<i32>>,
     _pdu: PhantomData<P>,
 }
 
-// SAFETY: blk-mq's tags may be looked up from any CPU; the requests found are `Send` as `P` is.
+// SAFETY: blk-mq's tags may be looked up from any CPU; the requests found are `Send` as `P` is;
+// the count is atomic.
 unsafe impl<P: Send> Send for Tags<P> {}
 
 impl<P: Default> Tags<P> {
@@ -554,18 +563,28 @@ impl<P: Default> Tags<P> {
         Self {
             tags: None,
             generations: true,
+            held: None,
             _pdu: PhantomData,
         }
     }
 
     /// # Safety
     ///
-    /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped, of a tag set
-    /// of `P` PDUs, of a controller that advances generations if `generations`.
-    pub(super) unsafe fn from_raw(tags: NonNull<bindings::blk_mq_tags>, generations: bool) -> Self {
+    /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped and its tag set
+    /// is not freed, of a tag set of `P` PDUs, of a controller that advances generations if
+    /// `generations`; `held` is the controller's count of holders of that tag set, valid
+    /// until the returned value is dropped, which the tag set's removal checks.
+    pub(super) unsafe fn from_raw(
+        tags: NonNull<bindings::blk_mq_tags>,
+        generations: bool,
+        held: NonNull<i32>,
+    ) -> Self {
+        // SAFETY: The caller's promise; the count is only accessed atomically.
+        unsafe { Atomic::from_ptr(held.as_ptr()) }.fetch_add(1, Relaxed);
         Self {
             tags: Some(tags),
             generations,
+            held: Some(held),
             _pdu: PhantomData,
         }
     }
@@ -588,6 +607,15 @@ impl<P: Default> Tags<P> {
         // set has `P` PDUs (type invariant); the device completing it hands it back to the
         // driver, and nothing else holds it (the caller's promise).
         NonNull::new(rq).map(|rq| unsafe { Request::from_raw(rq.as_ptr()) })
+    }
+}
+
+impl<P> Drop for Tags<P> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held {
+            // SAFETY: Valid until this drop (type invariant); accessed atomically.
+            unsafe { Atomic::from_ptr(held.as_ptr()) }.fetch_sub(1, Release);
+        }
     }
 }
 

@@ -645,12 +645,17 @@ unsafe fn init_hctx<T: Transport>(
     let Some(tags) = NonNull::new(tags) else {
         return EINVAL.to_errno();
     };
-    // SAFETY: The caller's promise: a live controller, alive while blk-mq runs the callback.
+    // SAFETY: The caller's promise: a live controller, alive until the transport, whose
+    // queues hold what `c` gives them, is freed (`free_ctrl`).
     let c = unsafe { nvme::Ctrl::from_core(ctrl.cast()) };
     // SAFETY: blk-mq's tags of this hardware queue stay valid while the hctx is mapped to it,
-    // and `init_hctx` runs again whenever that changes; the tag sets of a controller of `T`
-    // carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`).
-    let tags = unsafe { blk::Tags::<T::Iod>::from_raw(tags, c.advances_generations()) };
+    // and `init_hctx` runs again whenever that changes, and while their tag set is not freed,
+    // which its removal refuses while the count of its holders is not 0; the tag sets of a
+    // controller of `T` carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`). The controller, and so
+    // the count, outlives the transport, which holds the tags (`free_ctrl`).
+    let tags = unsafe {
+        blk::Tags::<T::Iod>::from_raw(tags, c.advances_generations(), c.tags_held(qid == 0))
+    };
     match t.queue(qid, tags, numa::Node::from_raw(node as c_int)) {
         Some(q) => {
             // SAFETY: blk-mq sets the hctx up alone; the queue outlives its use (`queue_of`).

@@ -33,6 +33,8 @@ struct nva_ctrl {
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
 	int cpu_watch;
+	/* Queues holding tags of the admin and of the I/O tag set (sys/blk.rs, Tags). */
+	int tags_held[2];
 	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
 	u32 cmbloc;
 	u32 cmbsz;

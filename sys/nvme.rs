@@ -30,7 +30,8 @@ use kernel::{
         Acquire,
         Atomic,
         Release, //
-    }, //
+    },
+    warn_on, //
 };
 
 use super::{
@@ -434,9 +435,30 @@ impl Ctrl {
         quirks & u64::from(ffi::nvme_quirks_NVME_QUIRK_SKIP_CID_GEN) == 0
     }
 
-    /// Frees the admin tag set and the admin request queue; nothing without them. See
-    /// [`teardown_calls`] for when this is sound.
+    /// The count of queues holding tags of the admin tag set, or of the I/O tag set, which
+    /// [`blk::Tags`] keeps.
+    pub(super) fn tags_held(self, admin: bool) -> NonNull<i32> {
+        let c = self.raw();
+        // SAFETY: The controller is valid; only the field's address is taken.
+        let held = unsafe { addr_of_mut!((*c).tags_held[usize::from(!admin)]) };
+        // A field's address is never null.
+        NonNull::new(held).unwrap_or(NonNull::dangling())
+    }
+
+    /// Whether queues still hold tags of the tag set, which must then not be freed: it
+    /// warns, and the tag set is left as it is.
+    fn tags_still_held(self, admin: bool) -> bool {
+        // SAFETY: The count is valid while the controller is, and accessed atomically.
+        let held = unsafe { Atomic::from_ptr(self.tags_held(admin).as_ptr()) }.load(Acquire);
+        warn_on!(held != 0)
+    }
+
+    /// Frees the admin tag set and the admin request queue; nothing without them, or while a
+    /// queue holds its tags. See [`teardown_calls`] for when this is sound.
     pub(crate) fn remove_admin_tag_set(self) {
+        if self.tags_still_held(true) {
+            return;
+        }
         let c = self.raw();
         // SAFETY: The controller is valid (type invariant); a tag set's tags exist from its
         // allocation until `blk_mq_free_tag_set` clears them. Cancelling the admin tag set
@@ -450,9 +472,12 @@ impl Ctrl {
         }
     }
 
-    /// Frees the I/O tag set, after the namespaces and the queues' `Tags` went; nothing
-    /// without one. See [`teardown_calls`] for when this is sound.
+    /// Frees the I/O tag set, after the namespaces went; nothing without one, or while a queue
+    /// holds its tags. See [`teardown_calls`] for when this is sound.
     pub(crate) fn remove_io_tag_set(self) {
+        if self.tags_still_held(false) {
+            return;
+        }
         // SAFETY: As for `remove_admin_tag_set`.
         unsafe {
             if !(*self.io_tag_set()).tags.is_null() {
