@@ -80,7 +80,7 @@ endif
 # nvme-core's exported functions that sys/ calls directly.
 glue_nvme_core_calls := start_ctrl stop_ctrl start_freeze wait_freeze unfreeze quiesce_io_queues \
 	unquiesce_io_queues quiesce_admin_queue unquiesce_admin_queue sync_queues \
-	mark_namespaces_dead remove_namespaces cancel_tagset cancel_admin_tagset add_ctrl \
+	mark_namespaces_dead remove_namespaces cancel_request add_ctrl \
 	uninit_ctrl enable_ctrl disable_ctrl init_ctrl_finish wait_reset try_sched_reset \
 	wait_freeze_timeout set_queue_count complete_rq cleanup_cmd change_ctrl_state \
 	get_features set_features setup_cmd fail_nonready_command host_path_error init_ctrl \

@@ -694,6 +694,9 @@ impl Controller {
         for q in self.allocated().skip(1) {
             q.reap_remaining();
         }
+        for q in self.queues.iter() {
+            q.close_completions();
+        }
         core.cancel_tagset();
         core.cancel_admin_tagset();
         // Not starting up again: flush entered requests to their failed completion, so that

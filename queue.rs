@@ -752,7 +752,10 @@ impl Queue {
     #[inline]
     fn copy_request(&self, sq: &mut Sq, mut rq: Request<Iod>) -> Result<(), Request<Iod>> {
         match self.copy_command(sq, &rq.command()) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                rq.give_to_device();
+                Ok(())
+            }
             Err(_) => Err(rq),
         }
     }
@@ -806,6 +809,12 @@ impl Queue {
     /// Places the Asynchronous Event Request nvme-core asks for (admin queue only).
     pub(crate) fn submit_async_event(&self) {
         let _ = self.submit(&Command::async_event(nvme::aen_command_id()), true);
+    }
+
+    /// Stops handing out completions until the queue pair is created again ([`Queue::init`]), so
+    /// that its tag set's requests may be cancelled.
+    pub(crate) fn close_completions(&self) {
+        self.lock_cq().ring.close();
     }
 
     /// Takes the tags blk-mq set the queue's hardware context up with (again).

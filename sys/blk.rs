@@ -31,13 +31,17 @@ use kernel::{
     str::CStr,
     sync::{
         atomic::{
+            Acquire,
             Atomic,
+            Full,
             Relaxed,
             Release, //
         },
         barrier::{
             dma_mb,
-            Read, //
+            smp_mb,
+            Read,
+            Write, //
         }, //
     },
     warn_on, //
@@ -402,8 +406,20 @@ impl<P: Default> Request<P> {
 
     /// Marks the request started (the timeout clock runs from here).
     pub(crate) fn start(&mut self) {
+        // Not the device's yet, before blk-mq shows it started: a cancel leaves it alone.
+        // SAFETY: The request is live (type invariant).
+        unsafe { on_device(self.raw()) }.store(0, Relaxed);
+        smp_mb(Write);
         // SAFETY: The request is live and about to be issued.
         unsafe { ffi::nva_rq_start(self.raw()) }
+    }
+
+    /// Hands the request, its command copied to the submission ring, to the device: from here
+    /// only its completion gives it back, or a cancel of its tag set.
+    #[inline(always)]
+    pub(crate) fn give_to_device(self) {
+        // SAFETY: The request is live (type invariant).
+        unsafe { on_device(self.raw()) }.store(1, Release);
     }
 
     /// Marks a request the timeout handler gives up on, so that it is not retried.
@@ -462,6 +478,30 @@ impl<P: Default> Request<P> {
         // to blk-mq here.
         unsafe { ffi::nvme_complete_rq(self.raw()) }
     }
+}
+
+/// Whether the command was handed to the device ([`Request::give_to_device`]) since the request
+/// started.
+///
+/// # Safety
+///
+/// `rq` is a live request of a tag set this module made (its PDU is glue.c's `struct nva_iod`).
+unsafe fn on_device<'a>(rq: *mut bindings::request) -> &'a Atomic<i32> {
+    // SAFETY: The PDU follows the request (see `Request::iod`); the field is only accessed
+    // atomically.
+    unsafe { Atomic::from_ptr(addr_of_mut!((*rq.add(1).cast::<ffi::nva_iod>()).on_device)) }
+}
+
+/// Takes a started request back from the device for a cancel: true once per handing.
+///
+/// # Safety
+///
+/// `rq` is a live request of a tag set this module made, found started after a fully ordered
+/// access (blk-mq's reference on it).
+pub(super) unsafe fn take_from_device(rq: *mut bindings::request) -> bool {
+    // SAFETY: The caller's promise. Fully ordered: after the started state was read, so not the
+    // value an earlier start of the request left.
+    unsafe { on_device(rq) }.xchg(0, Full) == 1
 }
 
 /// A request's NVMe command as the transport may change it: where its data and metadata are.
@@ -540,52 +580,123 @@ impl<P> core::ops::Deref for InFlight<P> {
 ///
 /// # Invariants
 ///
-/// None, or blk-mq's tags of the hardware queue the holder serves, of a tag set whose PDUs
-/// carry a `P`, with `held` the controller's count of the tag set's holders, which this one
-/// is counted in; `generations` unless the controller has `NVME_QUIRK_SKIP_CID_GEN`.
+/// At most one of `tags` (open: requests may be found) and `parked` (closed) is some: blk-mq's
+/// tags of the hardware queue the holder serves, of a tag set whose PDUs carry a `P`, counted
+/// in `counts` (`held`, and `open` while open); `generations` unless the controller has
+/// `NVME_QUIRK_SKIP_CID_GEN`.
 pub(crate) struct Tags<P> {
     tags: Option<NonNull<bindings::blk_mq_tags>>,
+    parked: Option<NonNull<bindings::blk_mq_tags>>,
     /// nvme-core advances the generation in the command identifier at each completion, so
     /// an identifier seen again finds nothing.
     generations: bool,
-    /// The count that keeps the tag set from being freed while tags of it are held
-    /// ([`nvme::Ctrl::remove_io_tag_set`](super::nvme::Ctrl::remove_io_tag_set)).
-    held: Option<NonNull<i32>>,
+    counts: Option<TagCounts>,
     _pdu: PhantomData<P>,
 }
 
 // SAFETY: blk-mq's tags may be looked up from any CPU; the requests found are `Send` as `P` is;
-// the count is atomic.
+// the counts are atomic.
 unsafe impl<P: Send> Send for Tags<P> {}
+
+/// Set in a tag set's count of open tags while a cancel of its requests runs.
+pub(super) const CANCELLING: i32 = 1 << 30;
+
+/// A controller's counts for one of its tag sets: the holders of its tags, which keep it from
+/// being freed ([`nvme::Ctrl::remove_io_tag_set`](super::nvme::Ctrl::remove_io_tag_set)), and
+/// those of them open, which keep its requests from being cancelled
+/// ([`nvme::Ctrl::cancel_tagset`](super::nvme::Ctrl::cancel_tagset)).
+///
+/// # Invariants
+///
+/// Both point to `int`s of a controller that outlives the holders of the value, accessed
+/// atomically only.
+#[derive(Clone, Copy)]
+pub(super) struct TagCounts {
+    held: NonNull<i32>,
+    open: NonNull<i32>,
+}
+
+impl TagCounts {
+    /// # Safety
+    ///
+    /// As the type invariants say.
+    pub(super) unsafe fn new(held: NonNull<i32>, open: NonNull<i32>) -> Self {
+        Self { held, open }
+    }
+
+    pub(super) fn held(&self) -> &Atomic<i32> {
+        // SAFETY: Valid and accessed atomically only (type invariants).
+        unsafe { Atomic::from_ptr(self.held.as_ptr()) }
+    }
+
+    pub(super) fn open(&self) -> &Atomic<i32> {
+        // SAFETY: As above.
+        unsafe { Atomic::from_ptr(self.open.as_ptr()) }
+    }
+
+    /// Counts one more open holder, unless a cancel runs (false then).
+    fn try_open(&self) -> bool {
+        // A cancel that began before sees this holder as it leaves; one that begins after
+        // sees it open and refuses.
+        if self.open().fetch_add(1, Acquire) & CANCELLING == 0 {
+            return true;
+        }
+        self.open().fetch_sub(1, Release);
+        false
+    }
+}
 
 impl<P: Default> Tags<P> {
     pub(crate) const fn none() -> Self {
         Self {
             tags: None,
+            parked: None,
             generations: true,
-            held: None,
+            counts: None,
             _pdu: PhantomData,
         }
     }
 
+    /// Open tags, or closed ones while a cancel of their tag set runs.
+    ///
     /// # Safety
     ///
     /// `tags` are blk-mq's tags of a hardware queue, valid while it is mapped and its tag set
     /// is not freed, of a tag set of `P` PDUs, of a controller that advances generations if
-    /// `generations`; `held` is the controller's count of holders of that tag set, valid
-    /// until the returned value is dropped, which the tag set's removal checks.
+    /// `generations`, with `counts` that tag set's.
     pub(super) unsafe fn from_raw(
         tags: NonNull<bindings::blk_mq_tags>,
         generations: bool,
-        held: NonNull<i32>,
+        counts: TagCounts,
     ) -> Self {
-        // SAFETY: The caller's promise; the count is only accessed atomically.
-        unsafe { Atomic::from_ptr(held.as_ptr()) }.fetch_add(1, Relaxed);
+        counts.held().fetch_add(1, Relaxed);
+        // Closed if a cancel runs (blk-mq may set hardware queues up again meanwhile): the queue
+        // pair's creation opens them.
+        let open = counts.try_open();
         Self {
-            tags: Some(tags),
+            tags: open.then_some(tags),
+            parked: (!open).then_some(tags),
             generations,
-            held: Some(held),
+            counts: Some(counts),
             _pdu: PhantomData,
+        }
+    }
+
+    /// Finds no request until reopened; a cancel of the tag set waits for none closed.
+    fn close(&mut self) {
+        if let (Some(tags), Some(counts)) = (self.tags.take(), self.counts) {
+            self.parked = Some(tags);
+            counts.open().fetch_sub(1, Release);
+        }
+    }
+
+    /// Opens closed tags again, unless a cancel of the tag set runs (it warns then).
+    fn reopen(&mut self) {
+        if let (Some(tags), Some(counts)) = (self.parked, self.counts) {
+            if !warn_on!(!counts.try_open()) {
+                self.tags = Some(tags);
+                self.parked = None;
+            }
         }
     }
 
@@ -612,9 +723,11 @@ impl<P: Default> Tags<P> {
 
 impl<P> Drop for Tags<P> {
     fn drop(&mut self) {
-        if let Some(held) = self.held {
-            // SAFETY: Valid until this drop (type invariant); accessed atomically.
-            unsafe { Atomic::from_ptr(held.as_ptr()) }.fetch_sub(1, Release);
+        if let Some(counts) = self.counts {
+            if self.tags.is_some() {
+                counts.open().fetch_sub(1, Release);
+            }
+            counts.held().fetch_sub(1, Release);
         }
     }
 }
@@ -662,9 +775,16 @@ impl<P: Default> CompletionRing<P> {
         self.ring.as_ref().map(Coherent::dma_address)
     }
 
+    /// Hands out no entry, until [`CompletionRing::restart`]: the requests of the tag set may
+    /// be cancelled once every ring with its tags is closed.
+    pub(crate) fn close(&mut self) {
+        self.tags.close();
+    }
+
     /// Starts again at entry 0 with phase 1, as the controller does with a newly created
-    /// queue (`nvme_init_queue`).
+    /// queue (`nvme_init_queue`), open.
     pub(crate) fn restart(&mut self) {
+        self.tags.reopen();
         self.head = 0;
         self.phase = 1;
         if let Some(ring) = self.ring.as_ref() {

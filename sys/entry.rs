@@ -652,9 +652,9 @@ unsafe fn init_hctx<T: Transport>(
     // and `init_hctx` runs again whenever that changes, and while their tag set is not freed,
     // which its removal refuses while the count of its holders is not 0; the tag sets of a
     // controller of `T` carry `T::Iod` PDUs (`alloc_*_tag_set::<T>`). The controller, and so
-    // the count, outlives the transport, which holds the tags (`free_ctrl`).
+    // the counts, outlive the transport, which holds the tags (`free_ctrl`).
     let tags = unsafe {
-        blk::Tags::<T::Iod>::from_raw(tags, c.advances_generations(), c.tags_held(qid == 0))
+        blk::Tags::<T::Iod>::from_raw(tags, c.advances_generations(), c.tag_counts(qid == 0))
     };
     match t.queue(qid, tags, numa::Node::from_raw(node as c_int)) {
         Some(q) => {

@@ -33,8 +33,10 @@ struct nva_ctrl {
 	struct hlist_node cpu_down_node;
 	struct hlist_node cpu_dead_node;
 	int cpu_watch;
-	/* Queues holding tags of the admin and of the I/O tag set (sys/blk.rs, Tags). */
+	/* Queues holding tags of the admin and of the I/O tag set (sys/blk.rs, Tags), and those
+	 * of them that may find requests by them, with a flag while the tag set is cancelled. */
 	int tags_held[2];
+	int tags_open[2];
 	/* The CMBLOC and CMBSZ the transport read, for sysfs (0: the controller has no CMB). */
 	u32 cmbloc;
 	u32 cmbsz;
@@ -55,6 +57,8 @@ struct nva_iod {
 	struct blk_dma_iter iter;
 	/* An Abort was sent for the command: its next timeout resets the controller. */
 	bool aborted;
+	/* The command was handed to the device since the request started (sys/blk.rs). */
+	int on_device;
 	u64 rust[];
 };
 

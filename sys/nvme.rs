@@ -228,26 +228,6 @@ macro_rules! calls {
     };
 }
 
-/// nvme-core's calls that end or free every request of a tag set. They are sound only in the
-/// order `nvme_dev_disable` and `nvme_remove` keep, which is the transport's part, not typed
-/// yet (design.rst): a cancel ends a request a reap or `queue_rq` may hold unless the device
-/// can no longer complete commands and every completion path is stopped; a tag set freed while
-/// a namespace's queue or a queue's [`blk::Tags`] still reach it leaves them in freed memory.
-macro_rules! teardown_calls {
-    ($($(#[$m:meta])* $name:ident => $ffi:ident($ptr:ident);)*) => {
-        $(
-            $(#[$m])*
-            pub(crate) fn $name(self) {
-                // SAFETY: The controller is valid (type invariant); a tag set that does not
-                // exist is skipped (by nvme-core for a cancel, by glue.c for a removal). That
-                // no request of the tag set is held or reachable is the transport's part (see
-                // the macro).
-                unsafe { ffi::$ffi(self.$ptr()) }
-            }
-        )*
-    };
-}
-
 /// The operations C calls a transport through: nvme-core's for the controller, blk-mq's for
 /// its admin and I/O tag sets, the ends of the admin commands sent without waiting, the reset
 /// work and a sysfs attribute ([`entry`](super::entry) builds them for the transport).
@@ -421,10 +401,47 @@ impl Ctrl {
         remove_namespaces => nvme_remove_namespaces(nvme);
     }
 
-    teardown_calls! {
-        /// Ends every request of the I/O tag set still in flight as cancelled.
-        cancel_tagset => nvme_cancel_tagset(nvme);
-        cancel_admin_tagset => nvme_cancel_admin_tagset(nvme);
+    /// Ends every request of the I/O tag set the device holds as cancelled
+    /// (`nvme_cancel_tagset`), once no completion ring with its tags is open
+    /// ([`blk::CompletionRing::close`]); otherwise it warns and cancels nothing. A request
+    /// being submitted (started, its command not yet handed to the device) is left alone.
+    pub(crate) fn cancel_tagset(self) {
+        self.cancel(false);
+    }
+
+    /// As [`Ctrl::cancel_tagset`], for the admin tag set (`nvme_cancel_admin_tagset`).
+    pub(crate) fn cancel_admin_tagset(self) {
+        self.cancel(true);
+    }
+
+    fn cancel(self, admin: bool) {
+        // SAFETY: The controller is valid (type invariant); nvme-core sets the pointers when
+        // a tag set is allocated and `remove_*_tag_set` clears them.
+        let set = unsafe {
+            if admin {
+                (*self.nvme()).admin_tagset
+            } else {
+                (*self.nvme()).tagset
+            }
+        };
+        if set.is_null() {
+            return;
+        }
+        let counts = self.tag_counts(admin);
+        let open = counts.open();
+        if warn_on!(open.cmpxchg(0, blk::CANCELLING, Acquire).is_err()) {
+            return;
+        }
+        // SAFETY: The tag set is the controller's and allocated (the pointer is set), and
+        // cannot be freed meanwhile (its removal runs where its cancel does). No completion
+        // ring can find a request of it (none open, and none can open before the flag is
+        // cleared), and requests not handed to the device are left alone: no `Request` of one
+        // the callback ends can be held elsewhere.
+        unsafe {
+            bindings::blk_mq_tagset_busy_iter(set, Some(cancel_request), self.nvme().cast());
+            bindings::blk_mq_tagset_wait_completed_request(set);
+        }
+        open.fetch_sub(blk::CANCELLING, Release);
     }
 
     /// Whether nvme-core puts a generation into each command identifier, which it advances
@@ -435,35 +452,38 @@ impl Ctrl {
         quirks & u64::from(ffi::nvme_quirks_NVME_QUIRK_SKIP_CID_GEN) == 0
     }
 
-    /// The count of queues holding tags of the admin tag set, or of the I/O tag set, which
-    /// [`blk::Tags`] keeps.
-    pub(super) fn tags_held(self, admin: bool) -> NonNull<i32> {
-        let c = self.raw();
-        // SAFETY: The controller is valid; only the field's address is taken.
-        let held = unsafe { addr_of_mut!((*c).tags_held[usize::from(!admin)]) };
-        // A field's address is never null.
-        NonNull::new(held).unwrap_or(NonNull::dangling())
+    /// The counts the admin tag set's tags, or the I/O tag set's, keep ([`blk::Tags`]).
+    pub(super) fn tag_counts(self, admin: bool) -> blk::TagCounts {
+        let (c, set) = (self.raw(), usize::from(!admin));
+        // SAFETY: The controller is valid; only the fields' addresses are taken.
+        let (held, open) = unsafe {
+            (
+                addr_of_mut!((*c).tags_held[set]),
+                addr_of_mut!((*c).tags_open[set]),
+            )
+        };
+        // SAFETY: Fields of the controller, valid while it is (type invariant), which this
+        // module accesses atomically only. A field's address is never null.
+        unsafe { blk::TagCounts::new(NonNull::new_unchecked(held), NonNull::new_unchecked(open)) }
     }
 
     /// Whether queues still hold tags of the tag set, which must then not be freed: it
     /// warns, and the tag set is left as it is.
     fn tags_still_held(self, admin: bool) -> bool {
-        // SAFETY: The count is valid while the controller is, and accessed atomically.
-        let held = unsafe { Atomic::from_ptr(self.tags_held(admin).as_ptr()) }.load(Acquire);
-        warn_on!(held != 0)
+        warn_on!(self.tag_counts(admin).held().load(Acquire) != 0)
     }
 
-    /// Frees the admin tag set and the admin request queue; nothing without them, or while a
-    /// queue holds its tags. See [`teardown_calls`] for when this is sound.
+    /// Frees the admin tag set and the admin request queue, which waits for the admin
+    /// requests to end; nothing without them, or while a queue holds its tags.
     pub(crate) fn remove_admin_tag_set(self) {
         if self.tags_still_held(true) {
             return;
         }
         let c = self.raw();
         // SAFETY: The controller is valid (type invariant); a tag set's tags exist from its
-        // allocation until `blk_mq_free_tag_set` clears them. Cancelling the admin tag set
-        // afterwards finds none (`nvme_cancel_admin_tagset` checks the pointer). That no
-        // request is held or reachable is the transport's part (see `teardown_calls`).
+        // allocation until `blk_mq_free_tag_set` clears them, and a cancel afterwards finds no
+        // tag set (the pointer is cleared). No queue reaches the tag set (none holds its
+        // tags), and destroying the admin request queue first waits for its requests.
         unsafe {
             if !(*c).admin_tagset.tags.is_null() {
                 ffi::nvme_remove_admin_tag_set(self.nvme());
@@ -472,13 +492,14 @@ impl Ctrl {
         }
     }
 
-    /// Frees the I/O tag set, after the namespaces went; nothing without one, or while a queue
-    /// holds its tags. See [`teardown_calls`] for when this is sound.
+    /// Frees the I/O tag set, after the namespaces went or were marked dead (the transport's
+    /// part, not typed: design.rst); nothing without one, or while a queue holds its tags.
     pub(crate) fn remove_io_tag_set(self) {
         if self.tags_still_held(false) {
             return;
         }
-        // SAFETY: As for `remove_admin_tag_set`.
+        // SAFETY: As for `remove_admin_tag_set`, but for the namespaces' request queues, which
+        // the transport removed or marked dead (see above).
         unsafe {
             if !(*self.io_tag_set()).tags.is_null() {
                 ffi::nvme_remove_io_tag_set(self.nvme());
@@ -957,4 +978,20 @@ impl Ctrl {
         // SAFETY: The controller is valid; `alloc` set the pointer to a `&'static Operations`.
         unsafe { &*(*self.raw()).ops.cast::<Operations>() }
     }
+}
+
+/// Cancels one request of a tag set ([`Ctrl::cancel_tagset`]) if the device holds it.
+///
+/// # Safety
+///
+/// Called by `blk_mq_tagset_busy_iter` on a started request of one of this module's tag sets,
+/// with `ctrl` its controller's `struct nvme_ctrl`.
+unsafe extern "C" fn cancel_request(rq: *mut bindings::request, ctrl: *mut c_void) -> bool {
+    // SAFETY: The caller's promise; blk-mq took a reference on the request (a fully ordered
+    // access) before it found the request started.
+    if unsafe { blk::take_from_device(rq) } {
+        // SAFETY: As above; nvme-core ends the request only if it is still in flight.
+        unsafe { ffi::nvme_cancel_request(rq.cast(), ctrl) };
+    }
+    true
 }
