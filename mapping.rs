@@ -28,9 +28,8 @@ use crate::{
         dma::{
             DataIter,
             DmaPool,
-            P2p,
+            MetaIter,
             PoolBlock,
-            SavedSegments,
             Segment,
             SegmentPool,
             Step, //
@@ -182,23 +181,15 @@ impl Descriptors {
     }
 }
 
-/// How a request's data is mapped.
+/// How a request's data is mapped (what to unmap, `sys/` records).
 #[derive(Default)]
 enum Data {
     #[default]
     None,
     /// One segment mapped directly.
-    Single { addr: u64, len: u32 },
-    /// Mapped by the block layer's iterator.
-    Iter {
-        total: usize,
-        p2p: P2p,
-        sgl: bool,
-        /// The segments, when each must be unmapped on its own and the command does not
-        /// already list them (PRPs hold pages, not segments).
-        saved: Option<SavedSegments>,
-        descriptors: Descriptors,
-    },
+    Single,
+    /// Mapped by the block layer's iterator, described by these PRP list pages or SGL.
+    Iter(Descriptors),
 }
 
 /// How a request's metadata is mapped.
@@ -206,18 +197,9 @@ enum Data {
 enum Meta {
     #[default]
     None,
-    Single {
-        addr: u64,
-        len: u32,
-    },
-    Iter {
-        total: usize,
-        p2p: P2p,
-        /// The first range (for MPTR, the whole buffer).
-        first: Segment,
-        /// The metadata SGL, when there is one.
-        sgl: Option<PoolBlock>,
-    },
+    Single,
+    /// Mapped by the iterator, with a metadata SGL when there is one.
+    Iter(Option<PoolBlock>),
 }
 
 /// The transport's part of each request: how its memory was mapped.
@@ -247,8 +229,8 @@ pub(crate) fn map_direct(
 impl Iod {
     /// Whether undoing the mapping needs no pool: nothing came from one.
     pub(crate) fn is_direct(&self) -> bool {
-        matches!(self.data, Data::None | Data::Single { .. })
-            && matches!(self.meta, Meta::None | Meta::Single { .. })
+        matches!(self.data, Data::None | Data::Single)
+            && matches!(self.meta, Meta::None | Meta::Single)
     }
 }
 
@@ -256,12 +238,11 @@ impl Iod {
 /// [`Iod::is_direct`]).
 #[inline(always)]
 pub(crate) fn unmap_direct(f: &Function, rq: &mut Request<Iod>) {
-    if let Meta::Single { addr, len } = core::mem::take(&mut rq.pdu().meta) {
-        rq.unmap_page(f, addr, len);
-    }
-    if let Data::Single { addr, len } = core::mem::take(&mut rq.pdu().data) {
-        rq.unmap_page(f, addr, len);
-    }
+    rq.unmap_meta(f, None);
+    rq.unmap_data(f, None);
+    let pdu = rq.pdu();
+    pdu.meta = Meta::None;
+    pdu.data = Data::None;
 }
 
 /// Maps a request's data and metadata and points its command at them. On error, nothing stays
@@ -313,8 +294,9 @@ fn map_data(f: &Function, pools: &Pools, sgl: SglUse, rq: &mut Request<Iod>) -> 
             done => return done,
         }
     }
-    let (first, mut iter) = rq.map_data_start(f)?;
+    let (first, mut iter) = rq.map_data_start(f, &pools.segments)?;
     if !first.p2p.is_known() {
+        unmap_data(f, pools, rq);
         return Err(Status::resource());
     }
     let threshold = params::sgl_threshold();
@@ -358,7 +340,7 @@ fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), St
     // The mapping keeps the segment's offset in its page (the DMA alignment mask).
     let offset = addr as u32 & (PAGE - 1);
     let prp_possible = offset + len <= 2 * PAGE;
-    rq.pdu().data = Data::Single { addr, len };
+    rq.pdu().data = Data::Single;
     let mut cmd = rq.command();
     if sgl == SglUse::Forced || !prp_possible {
         cmd.set_sgl(SglDescriptor::data(addr, len));
@@ -374,35 +356,13 @@ fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), St
     Ok(())
 }
 
-/// Hands out the iterator's segments, remembering each when it must be unmapped on its own.
+/// Hands out the iterator's segments, in the pieces the PRP entries take.
 struct Walk<'a> {
     f: &'a Function,
     seg: Segment,
-    unmap_each: bool,
-    saved: Option<SavedSegments>,
-    segments: &'a SegmentPool,
 }
 
 impl Walk<'_> {
-    /// Remembers the current segment if needed.
-    fn save(&mut self) -> Result<(), Status> {
-        if !self.unmap_each {
-            return Ok(());
-        }
-        if self.saved.is_none() {
-            self.saved = Some(self.segments.alloc().ok_or_else(Status::resource)?);
-        }
-        let pushed = self
-            .saved
-            .as_mut()
-            .is_some_and(|s| s.push(self.seg.addr, self.seg.len));
-        if pushed {
-            Ok(())
-        } else {
-            Err(Status::ioerr())
-        }
-    }
-
     /// Moves to the next segment once the current one is used up; false when there is none.
     fn advance(&mut self, rq: &mut DataIter<'_, Iod>) -> Result<bool, Status> {
         if self.seg.len > 0 {
@@ -411,7 +371,6 @@ impl Walk<'_> {
         match rq.next(self.f) {
             Step::Segment(s) => {
                 self.seg = s;
-                self.save()?;
                 Ok(true)
             }
             Step::Done => Ok(false),
@@ -435,25 +394,11 @@ fn build_prps(
     rq: &mut DataIter<'_, Iod>,
     first: Segment,
 ) -> Result<(), Status> {
-    let unmap_each = rq.needs_unmap_each(f, first.p2p);
-    let mut walk = Walk {
-        f,
-        seg: first,
-        unmap_each,
-        saved: None,
-        segments: &pools.segments,
-    };
+    let mut walk = Walk { f, seg: first };
     let mut descriptors = Descriptors::default();
-    let mut total = 0usize;
-    let outcome = prp_entries(pools, rq, &mut walk, &mut descriptors, &mut total);
-    // Recorded even on failure: unmapping needs it.
-    rq.pdu().data = Data::Iter {
-        total,
-        p2p: first.p2p,
-        sgl: false,
-        saved: walk.saved.take(),
-        descriptors,
-    };
+    let outcome = prp_entries(pools, rq, &mut walk, &mut descriptors);
+    // Recorded even on failure: unmapping frees them.
+    rq.pdu().data = Data::Iter(descriptors);
     let (prp1, prp2) = outcome?;
     rq.command().set_prps(prp1, prp2);
     Ok(())
@@ -464,15 +409,12 @@ fn prp_entries(
     rq: &mut DataIter<'_, Iod>,
     walk: &mut Walk<'_>,
     descriptors: &mut Descriptors,
-    total: &mut usize,
 ) -> Result<(u64, u64), Status> {
-    walk.save()?;
     let mut length = rq.payload_bytes();
     // PRP1 points to the start of the data, the only entry that may be unaligned.
     let prp1 = walk.seg.addr;
     let len = length.min(PAGE - (prp1 as u32 & (PAGE - 1)));
     walk.take(len)?;
-    *total += len as usize;
     length -= len;
     if length == 0 {
         return Ok((prp1, 0));
@@ -482,7 +424,6 @@ fn prp_entries(
     }
     // PRP2 points to the data if the rest fits in one page, else to a PRP list.
     if length <= PAGE {
-        *total += length as usize;
         return Ok((prp1, walk.seg.addr));
     }
     let small = (length.div_ceil(PAGE) as usize) <= SMALL_BLOCK / 8;
@@ -495,7 +436,6 @@ fn prp_entries(
         i += 1;
         let len = length.min(PAGE);
         walk.take(len)?;
-        *total += len as usize;
         length -= len;
         if length == 0 {
             return Ok((prp1, prp2));
@@ -526,21 +466,14 @@ fn build_sgl(
 ) -> Result<(), Status> {
     let entries = u32::from(rq.nr_phys_segments());
     let mut descriptors = Descriptors::default();
-    let mut total = first.len as usize;
     let outcome = if entries == 1 || rq.coalesced() {
         rq.command()
             .set_sgl(SglDescriptor::data(first.addr, first.len));
         Ok(())
     } else {
-        sgl_entries(f, pools, rq, first, entries, &mut descriptors, &mut total)
+        sgl_entries(f, pools, rq, first, entries, &mut descriptors)
     };
-    rq.pdu().data = Data::Iter {
-        total,
-        p2p: first.p2p,
-        sgl: true,
-        saved: None,
-        descriptors,
-    };
+    rq.pdu().data = Data::Iter(descriptors);
     outcome
 }
 
@@ -551,45 +484,32 @@ fn sgl_entries(
     first: Segment,
     entries: u32,
     descriptors: &mut Descriptors,
-    total: &mut usize,
 ) -> Result<(), Status> {
-    // Unmapping reads back what the command's SGL lists, so it lists exactly the segments
-    // mapped so far on every way out, an error's too: a stale pointer would unmap another
-    // request's data.
     let small = entries as usize <= SMALL_BLOCK / 16;
-    let list = match descriptors.alloc(pools, small) {
-        Ok(list) => list,
-        Err(e) => {
-            rq.command()
-                .set_sgl(SglDescriptor::data(first.addr, first.len));
-            return Err(e);
-        }
-    };
+    let list = descriptors.alloc(pools, small)?;
     let list_dma = list.dma();
     let mut seg = first;
     let mut mapped = 0u32;
-    // The first segment is counted by the caller.
-    *total = 0;
-    let outcome = loop {
+    loop {
         if mapped == entries {
-            // More segments than the block layer said (it cannot happen): this one has no place
-            // in the list, and stays mapped rather than be unmapped outside its IOVA range.
-            break Err(Status::ioerr());
+            // More segments than the block layer said (it cannot happen).
+            return Err(Status::ioerr());
         }
-        let words = SglDescriptor::data(seg.addr, seg.len).words();
-        list.set(2 * mapped as usize, u64::from_le(words[0]));
-        list.set(2 * mapped as usize + 1, u64::from_le(words[1]));
+        set_sgl(
+            list,
+            mapped as usize,
+            SglDescriptor::data(seg.addr, seg.len),
+        );
         mapped += 1;
-        *total += seg.len as usize;
         match rq.next(f) {
             Step::Segment(s) => seg = s,
-            Step::Done => break Ok(()),
-            Step::Failed(e) => break Err(e),
+            Step::Done => break,
+            Step::Failed(e) => return Err(e),
         }
-    };
+    }
     rq.command()
         .set_sgl(SglDescriptor::last_segment(list_dma, mapped));
-    outcome
+    Ok(())
 }
 
 fn map_meta(
@@ -601,13 +521,17 @@ fn map_meta(
     let uses_sgl = rq.command().uses_sgl();
     let several = rq.nr_integrity_segments() > 1 || rq.is_user_command();
     if !(uses_sgl && meta_sgl_supported && several) {
-        if let Some((addr, len)) = rq.map_integrity_segment(f) {
+        if let Some((addr, _)) = rq.map_integrity_segment(f) {
             rq.command().set_metadata(addr, false);
-            rq.pdu().meta = Meta::Single { addr, len };
+            rq.pdu().meta = Meta::Single;
             return Ok(());
         }
     }
-    map_meta_iter(f, pools, meta_sgl_supported, rq)
+    let outcome = map_meta_iter(f, pools, meta_sgl_supported, rq);
+    if outcome.is_err() {
+        unmap_meta(f, pools, rq);
+    }
+    outcome
 }
 
 fn map_meta_iter(
@@ -616,7 +540,8 @@ fn map_meta_iter(
     meta_sgl_supported: bool,
     rq: &mut Request<Iod>,
 ) -> Result<(), Status> {
-    let (first, mut iter) = rq.map_meta_start(f)?;
+    let (first, mut iter) = rq.map_meta_start(f, &pools.segments)?;
+    iter.pdu().meta = Meta::Iter(None);
     let entries = if iter.coalesced() {
         1
     } else {
@@ -626,82 +551,53 @@ fn map_meta_iter(
     // whose explicit length lets the controller catch a wrong buffer.
     if !meta_sgl_supported || (entries == 1 && !iter.is_user_command()) {
         iter.command().set_metadata(first.addr, false);
-        iter.pdu().meta = Meta::Iter {
-            total: first.len as usize,
-            p2p: first.p2p,
-            first,
-            sgl: None,
-        };
         return Ok(());
     }
-    let Some(mut block) = pools.small.alloc() else {
-        iter.pdu().meta = Meta::Iter {
-            total: first.len as usize,
-            p2p: first.p2p,
-            first,
-            sgl: None,
-        };
-        unmap_meta(f, pools, rq);
-        return Err(Status::resource());
-    };
+    let mut block = pools.small.alloc().ok_or_else(Status::resource)?;
     let block_dma = block.dma();
     iter.command().set_metadata(block_dma, true);
-    let mut total = first.len as usize;
-    let mut outcome = Ok(());
-    if entries == 1 {
-        set_sgl(&mut block, 0, SglDescriptor::data(first.addr, first.len));
-    } else {
-        let mut seg = first;
-        let mut i = 0usize;
-        total = 0;
-        loop {
-            if i == MAX_META_SEGMENTS as usize {
-                // Beyond the limit the queue advertised (it cannot happen): the head lists
-                // only the segments written, and this one stays mapped.
-                outcome = Err(Status::ioerr());
-                break;
-            }
-            i += 1;
-            set_sgl(&mut block, i, SglDescriptor::data(seg.addr, seg.len));
-            total += seg.len as usize;
-            match iter.next(f) {
-                Step::Segment(s) => seg = s,
-                Step::Done => break,
-                Step::Failed(e) => {
-                    outcome = Err(e);
-                    break;
-                }
-            }
-        }
-        set_sgl(
-            &mut block,
-            0,
-            SglDescriptor::last_segment(block_dma + 16, i as u32),
-        );
-    }
-    iter.pdu().meta = Meta::Iter {
-        total,
-        p2p: first.p2p,
-        first,
-        sgl: Some(block),
-    };
-    if outcome.is_err() {
-        unmap_meta(f, pools, rq);
-    }
+    let outcome = meta_sgl(f, &mut iter, &mut block, first, entries);
+    // Kept even on failure: unmapping frees it.
+    iter.pdu().meta = Meta::Iter(Some(block));
     outcome
+}
+
+/// Writes the metadata SGL of `entries` segments starting with `first` into `block`.
+fn meta_sgl(
+    f: &Function,
+    iter: &mut MetaIter<'_, Iod>,
+    block: &mut PoolBlock,
+    first: Segment,
+    entries: u32,
+) -> Result<(), Status> {
+    if entries == 1 {
+        set_sgl(block, 0, SglDescriptor::data(first.addr, first.len));
+        return Ok(());
+    }
+    let mut seg = first;
+    let mut i = 0usize;
+    loop {
+        if i == MAX_META_SEGMENTS as usize {
+            // Beyond the limit the queue advertised (it cannot happen).
+            return Err(Status::ioerr());
+        }
+        i += 1;
+        set_sgl(block, i, SglDescriptor::data(seg.addr, seg.len));
+        match iter.next(f) {
+            Step::Segment(s) => seg = s,
+            Step::Done => break,
+            Step::Failed(e) => return Err(e),
+        }
+    }
+    let head = SglDescriptor::last_segment(block.dma() + 16, i as u32);
+    set_sgl(block, 0, head);
+    Ok(())
 }
 
 fn set_sgl(block: &mut PoolBlock, index: usize, desc: SglDescriptor) {
     let words = desc.words();
     block.set(2 * index, u64::from_le(words[0]));
     block.set(2 * index + 1, u64::from_le(words[1]));
-}
-
-fn get_sgl(block: &PoolBlock, index: usize) -> SglDescriptor {
-    SglDescriptor::from_words([
-        block.get(2 * index).to_le(),
-        block.get(2 * index + 1).to_le(),
-    ])
 }
 
 /// Undoes [`map`]: unmaps data and metadata and frees their descriptors.
@@ -711,114 +607,16 @@ pub(crate) fn unmap(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
 }
 
 fn unmap_data(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
-    match core::mem::take(&mut rq.pdu().data) {
-        Data::None => {}
-        Data::Single { addr, len } => rq.unmap_page(f, addr, len),
-        Data::Iter {
-            total,
-            p2p,
-            sgl,
-            saved,
-            mut descriptors,
-        } => {
-            if !rq.unmap_data(f, total, p2p) {
-                if sgl {
-                    unmap_sgl(f, rq, &descriptors, p2p);
-                } else if let Some(saved) = saved.as_ref() {
-                    for s in saved.iter() {
-                        rq.unmap_segment(
-                            f,
-                            Segment {
-                                addr: s.addr,
-                                len: s.len,
-                                p2p,
-                            },
-                        );
-                    }
-                }
-            }
-            if let Some(saved) = saved {
-                pools.segments.free(saved);
-            }
-            descriptors.free(pools);
-        }
-    }
-}
-
-/// Unmaps each segment an SGL lists (the one in the command, or its segment's entries).
-fn unmap_sgl(f: &Function, rq: &mut Request<Iod>, descriptors: &Descriptors, p2p: P2p) {
-    let desc = rq.command().sgl();
-    if desc.is_data_block() {
-        rq.unmap_segment(
-            f,
-            Segment {
-                addr: desc.addr,
-                len: desc.length,
-                p2p,
-            },
-        );
-        return;
-    }
-    let Some(list) = descriptors.blocks[0].as_ref() else {
-        return;
-    };
-    for i in 0..(desc.length / 16) as usize {
-        let d = get_sgl(list, i);
-        rq.unmap_segment(
-            f,
-            Segment {
-                addr: d.addr,
-                len: d.length,
-                p2p,
-            },
-        );
+    rq.unmap_data(f, Some(&pools.segments));
+    if let Data::Iter(mut descriptors) = core::mem::take(&mut rq.pdu().data) {
+        descriptors.free(pools);
     }
 }
 
 fn unmap_meta(f: &Function, pools: &Pools, rq: &mut Request<Iod>) {
-    match core::mem::take(&mut rq.pdu().meta) {
-        Meta::None => {}
-        Meta::Single { addr, len } => rq.unmap_page(f, addr, len),
-        Meta::Iter {
-            total,
-            p2p,
-            first,
-            sgl,
-        } => {
-            if !rq.unmap_meta(f, total, p2p) {
-                match sgl.as_ref() {
-                    Some(block) => {
-                        let head = get_sgl(block, 0);
-                        if head.is_data_block() {
-                            rq.unmap_segment(f, first);
-                        } else {
-                            for i in 1..=(head.length / 16) as usize {
-                                let d = get_sgl(block, i);
-                                rq.unmap_segment(
-                                    f,
-                                    Segment {
-                                        addr: d.addr,
-                                        len: d.length,
-                                        p2p,
-                                    },
-                                );
-                            }
-                        }
-                    }
-                    None => rq.unmap_segment(
-                        f,
-                        Segment {
-                            addr: first.addr,
-                            len: total as u32,
-                            p2p,
-                        },
-                    ),
-                }
-            }
-            if let Some(block) = sgl {
-                pools.small.free(block);
-            }
-        }
+    rq.unmap_meta(f, Some(&pools.segments));
+    if let Meta::Iter(Some(block)) = core::mem::take(&mut rq.pdu().meta) {
+        pools.small.free(block);
     }
 }
 

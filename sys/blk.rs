@@ -121,6 +121,47 @@ pub(super) const fn check_pdu<P>() {
     assert!(core::mem::align_of::<P>() <= 8);
 }
 
+/// What [`dma`](super::dma) mapped of one part of a request, its data or its metadata.
+/// Unmapping reads it here, in this layer's part of the PDU, never an address the transport
+/// gives back.
+#[derive(Default)]
+pub(super) enum Mapped {
+    #[default]
+    Nothing,
+    /// One range, mapped on its own for `dev`.
+    Single {
+        dev: *mut bindings::device,
+        addr: u64,
+        len: u32,
+    },
+    /// `bytes` the block layer's iterator mapped for `dev` (`p2p`, how), and the ranges when
+    /// each must be unmapped on its own.
+    Iter {
+        dev: *mut bindings::device,
+        bytes: usize,
+        p2p: u8,
+        ranges: Option<SavedRanges>,
+    },
+}
+
+/// An array of mapped ranges from a segment pool: its address, the pool's mark and capacity
+/// (`dma::Origin`), and how many it holds.
+pub(super) struct SavedRanges {
+    pub(super) array: NonNull<core::ffi::c_void>,
+    pub(super) origin: u64,
+    pub(super) len: usize,
+}
+
+/// This layer's part of each request's PDU, between glue.c's and the transport's.
+#[derive(Default)]
+pub(super) struct Mappings {
+    pub(super) data: Mapped,
+    pub(super) meta: Mapped,
+}
+
+const _: () =
+    assert!(core::mem::size_of::<Mappings>() % 8 == 0 && core::mem::align_of::<Mappings>() <= 8);
+
 /// Nanoseconds on the clock blk-mq stamps requests with (`ktime_get_ns`, monotonic).
 pub(crate) fn clock_ns() -> u64 {
     // SAFETY: `ktime_get` may be called in any context but NMI, where the driver never runs.
@@ -134,10 +175,11 @@ pub(crate) fn clock_ns() -> u64 {
 ///
 /// # Invariants
 ///
-/// Points to a live request of a tag set whose PDU is glue.c's `struct nva_iod` followed by a
-/// `P` (the tag set was made by [`nvme::Ctrl::alloc_io_tag_set`], or the admin variant, for a
-/// transport whose `Iod` is `P`, and its `init_request` set up nvme-core's part). The holder
-/// has exclusive use of the transport's part of its PDU.
+/// Points to a live request of a tag set whose PDU is glue.c's `struct nva_iod` followed by
+/// this layer's [`Mappings`] and a `P` (the tag set was made by
+/// [`nvme::Ctrl::alloc_io_tag_set`], or the admin variant, for a transport whose `Iod` is `P`,
+/// and its `init_request` set up nvme-core's part). The holder has exclusive use of the last two
+/// parts of its PDU.
 ///
 /// [`nvme::Ctrl::alloc_io_tag_set`]: super::nvme::Ctrl::alloc_io_tag_set
 pub(crate) struct Request<P> {
@@ -220,11 +262,25 @@ impl<P: Default> Request<P> {
         unsafe { &mut *self.transport_data() }
     }
 
-    /// Where the transport's data sits: the flexible array that ends glue.c's part.
-    fn transport_data(&self) -> *mut P {
-        // SAFETY: The PDU is in bounds (see `iod`), and the tag set was made with room for a
-        // `P` after glue.c's part (type invariant).
+    /// This layer's part: the flexible array that ends glue.c's part starts with it.
+    fn mappings_ptr(&self) -> *mut Mappings {
+        // SAFETY: The PDU is in bounds (see `iod`), and the tag set was made with room for
+        // `Mappings` and a `P` after glue.c's part (type invariant).
         unsafe { addr_of_mut!((*self.iod()).rust).cast() }
+    }
+
+    /// What this layer mapped of the request.
+    pub(super) fn mappings(&mut self) -> &mut Mappings {
+        // SAFETY: As in `pdu`: the holder has exclusive use of this part too, which `init`
+        // and `from_blk_mq` give a valid value.
+        unsafe { &mut *self.mappings_ptr() }
+    }
+
+    /// Where the transport's data sits: after this layer's part, 8-byte aligned (a multiple
+    /// of 8 bytes long).
+    fn transport_data(&self) -> *mut P {
+        // SAFETY: As in `mappings_ptr`.
+        unsafe { self.mappings_ptr().add(1).cast() }
     }
 
     /// Sets up a new request of controller `ctrl`: nvme-core's part of the PDU, which points
@@ -240,8 +296,28 @@ impl<P: Default> Request<P> {
         unsafe {
             (*nvme).ctrl = ctrl;
             (*nvme).cmd = self.command_ptr().cast();
+            self.mappings_ptr().write(Mappings::default());
         }
         self.init_pdu();
+    }
+
+    /// A request blk-mq hands to the driver to issue.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Request::from_raw`], for a request blk-mq hands over: a new use of it, whose
+    /// earlier use ended.
+    pub(super) unsafe fn from_blk_mq(rq: *mut bindings::request) -> Self {
+        // SAFETY: The caller's promise.
+        let mut rq = unsafe { Self::from_raw(rq) };
+        let m = rq.mappings();
+        // An earlier use left something mapped (its holder ended it without unmapping): its
+        // memory went back to its owner, so unmapping it now could write there (a bounce
+        // buffer copied back). It stays mapped, forgotten.
+        if !matches!((&m.data, &m.meta), (Mapped::Nothing, Mapped::Nothing)) {
+            *m = Mappings::default();
+        }
+        rq
     }
 
     /// Resets the transport's data for a new command.
@@ -462,9 +538,9 @@ impl<P: Default> Request<P> {
         let Some(iob) = batch.raw() else {
             return Some(self);
         };
-        // SAFETY: The request is completed and live; the batch is valid. Its data must be
-        // unmapped before: a mapping left behind lets the device write memory the block layer
-        // reuses (a bounce buffer under swiotlb). The caller's part, not typed yet (design.rst).
+        // SAFETY: The request is completed and live; the batch is valid. A mapping left behind
+        // stays mapped, and is forgotten at the request's next use (`from_blk_mq`), never
+        // unmapped into memory that went back to its owner.
         if unsafe { ffi::nva_add_to_batch(self.raw(), iob) } {
             None
         } else {
@@ -474,8 +550,8 @@ impl<P: Default> Request<P> {
 
     /// Ends the request through nvme-core (retry, failover or end, as its status says).
     pub(crate) fn complete(self) {
-        // SAFETY: The request's command is done and its data unmapped; the request goes back
-        // to blk-mq here.
+        // SAFETY: The request is live and held here alone; it goes back to nvme-core and blk-mq
+        // here. Its data, if still mapped, stays so (see `add_to_batch`).
         unsafe { ffi::nvme_complete_rq(self.raw()) }
     }
 }
@@ -1013,7 +1089,7 @@ impl<'a, T: TagSetTypes> RqList<'a, T> {
         let rq = unsafe { ffi::nva_rq_list_pop(self.list.as_ptr()) };
         // SAFETY: Requests on the list are handed to the driver (type invariants hold: a tag
         // set of `T`).
-        let rq: Request<T::Iod> = unsafe { Request::from_raw(NonNull::new(rq)?.as_ptr()) };
+        let rq: Request<T::Iod> = unsafe { Request::from_blk_mq(NonNull::new(rq)?.as_ptr()) };
         // SAFETY: The request belongs to a tag set of `T`; `'a` ends with the call.
         let q: &'a T::Queue = unsafe { rq.queue::<T>() };
         Some((q, rq))

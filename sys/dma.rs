@@ -33,7 +33,10 @@ use kernel::{
 use super::{
     blk::{
         CommandPointers,
+        Mapped,
+        Mappings,
         Request,
+        SavedRanges,
         Status, //
     },
     ffi,
@@ -124,12 +127,12 @@ unsafe fn blk_rq_integrity_dma_map_iter_next(
 }
 
 /// A request whose data (`DataIter`) or metadata (`MetaIter`) the block layer's iterator is
-/// mapping, made by the start: the segments after the first come only from here. It holds the
-/// request's exclusive borrow, so the other iterator, which keeps its state in the same place
-/// in the PDU, cannot start meanwhile; the request's data (`pdu`, `command`) and its `&self`
-/// methods stay in reach.
+/// mapping, made by the start: the segments after the first come only from here, and each is
+/// recorded for unmapping as it is handed out. It holds the request's exclusive borrow, so the
+/// other iterator, which keeps its state in the same place in the PDU, cannot start meanwhile;
+/// the request's data (`pdu`, `command`) and its `&self` methods stay in reach.
 macro_rules! map_iter {
-    ($(#[$m:meta])* $name:ident, $next:path, $state:ident) => {
+    ($(#[$m:meta])* $name:ident, $next:path, $state:ident, $part:ident) => {
         $(#[$m])*
         ///
         /// # Invariants
@@ -146,7 +149,14 @@ macro_rules! map_iter {
                 // the request's PDU, was started (type invariant).
                 let ok = unsafe { $next(self.0.raw(), f.dma_dev(), addr_of_mut!((*iod).iter)) };
                 // SAFETY: The iterator is in the PDU, which only this request's holder uses.
-                Step::from(ok, unsafe { &(*iod).iter })
+                let step = Step::from(ok, unsafe { &(*iod).iter });
+                match step {
+                    // SAFETY: The iterator of this part just mapped `seg` on `f`'s device.
+                    Step::Segment(seg) if !unsafe { self.0.record(f, seg, |m| &mut m.$part) } => {
+                        Step::Failed(Status::ioerr())
+                    }
+                    step => step,
+                }
             }
 
             /// Whether the iterator merged every segment into one range (an IOMMU mapping).
@@ -178,30 +188,30 @@ map_iter!(
     /// The data mapping iterator of a request.
     DataIter,
     ffi::blk_rq_dma_map_iter_next,
-    dma_state
+    dma_state,
+    data
 );
 map_iter!(
     /// The metadata mapping iterator of a request.
     MetaIter,
     blk_rq_integrity_dma_map_iter_next,
-    meta_dma_state
+    meta_dma_state,
+    meta
 );
 
-impl<P: Default> DataIter<'_, P> {
-    /// Whether each data segment must be unmapped on its own (so remembered while mapping).
-    pub(crate) fn needs_unmap_each(&self, f: &Function, p2p: P2p) -> bool {
-        // SAFETY: The request is live and its data mapping was started.
-        unsafe { ffi::nva_dma_need_unmap_each(self.0.raw(), f.dma_dev(), p2p.0) }
-    }
-}
-
 /// Starts an iterator: its first segment, or why there is none (an error: a request mapped
-/// through the iterator has data).
+/// through the iterator has data). Each segment it maps is recorded for unmapping, in an array
+/// of `ranges` when each must be unmapped on its own; an error leaves nothing mapped.
 macro_rules! start_fns {
-    ($($(#[$m:meta])* $name:ident -> $iter:ident = $start:path, $state:ident if $has:ident;)*) => {
+    ($($(#[$m:meta])* $name:ident -> $iter:ident = $start:path, $state:ident, $part:ident
+        if $has:ident;)*) => {
         $(
             $(#[$m])*
-            pub(crate) fn $name(&mut self, f: &Function) -> Result<(Segment, $iter<'_, P>), Status> {
+            pub(crate) fn $name(
+                &mut self,
+                f: &Function,
+                ranges: &SegmentPool,
+            ) -> Result<(Segment, $iter<'_, P>), Status> {
                 // The iterator needs the request's bio, or its integrity payload.
                 if !self.$has() {
                     return Err(Status::ioerr());
@@ -218,11 +228,39 @@ macro_rules! start_fns {
                     )
                 };
                 // SAFETY: The iterator is in the PDU, which only this request's holder uses.
-                match Step::from(ok, unsafe { &(*iod).iter }) {
-                    Step::Segment(first) => Ok((first, $iter(self))),
-                    Step::Failed(e) => Err(e),
-                    Step::Done => Err(Status::ioerr()),
+                let first = match Step::from(ok, unsafe { &(*iod).iter }) {
+                    Step::Segment(first) => first,
+                    Step::Failed(e) => return Err(e),
+                    Step::Done => return Err(Status::ioerr()),
+                };
+                // SAFETY: The request is live and its mapping was just started.
+                let each = unsafe {
+                    ffi::nva_dma_need_unmap_each(self.raw(), f.dma_dev(), first.p2p.0)
+                };
+                let saved = if each {
+                    let saved = ranges.alloc();
+                    if saved.is_none() {
+                        // SAFETY: The iterator just mapped `first` on `f`'s device, the only
+                        // range it mapped yet (ranges are unmapped each only without an IOMMU,
+                        // where it maps one at a time); nothing recorded it.
+                        unsafe { self.unmap_range(f.dma_dev(), first) };
+                        return Err(Status::resource());
+                    }
+                    saved.map(SavedSegments::into_raw)
+                } else {
+                    None
+                };
+                self.mappings().$part = Mapped::Iter {
+                    dev: f.dma_dev(),
+                    bytes: 0,
+                    p2p: first.p2p.0,
+                    ranges: saved,
+                };
+                // SAFETY: The iterator just mapped `first` on `f`'s device.
+                if !unsafe { self.record(f, first, |m| &mut m.$part) } {
+                    return Err(Status::ioerr());
                 }
+                Ok((first, $iter(self)))
             }
         )*
     };
@@ -231,7 +269,7 @@ macro_rules! start_fns {
 impl<P: Default> Request<P> {
     /// Maps the first (only) data segment, if it is in memory (not p2p) and its offset in its
     /// page plus its length is at most `max_end`; `again` when only the iterator can map it.
-    /// Returns its DMA address and length; undone with [`Request::unmap_page`].
+    /// Returns its DMA address and length; undone with [`Request::unmap_data`].
     #[inline(always)]
     pub(crate) fn map_first_segment(
         &mut self,
@@ -244,18 +282,17 @@ impl<P: Default> Request<P> {
         let status = unsafe {
             ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut addr, &mut len)
         };
-        Status::from_raw(status).map(|()| (addr, len))
+        Status::from_raw(status)?;
+        self.mappings().data = Mapped::Single {
+            dev: f.dma_dev(),
+            addr,
+            len,
+        };
+        Ok((addr, len))
     }
 
-    /// Unmaps what [`Request::map_first_segment`] mapped.
-    #[inline(always)]
-    pub(crate) fn unmap_page(&mut self, f: &Function, addr: u64, len: u32) {
-        // SAFETY: `addr` and `len` are a mapping of this request's data: the caller's part, not
-        // typed (design.rst).
-        unsafe { ffi::nva_unmap_page(self.raw(), f.dma_dev(), addr, len) }
-    }
-
-    /// Maps the request's integrity metadata, one segment; undone with `unmap_page`.
+    /// Maps the request's integrity metadata, one segment; undone with
+    /// [`Request::unmap_meta`].
     pub(crate) fn map_integrity_segment(&mut self, f: &Function) -> Option<(u64, u32)> {
         let (mut len, mut p2p, mut addr) = (0, false, 0);
         // SAFETY: The request is live (glue.c reports one without integrity data as p2p); the
@@ -265,44 +302,144 @@ impl<P: Default> Request<P> {
             return None;
         }
         // SAFETY: As above; `f` is the request's controller's function.
-        unsafe { ffi::nva_map_integrity_bvec(self.raw(), f.dma_dev(), &mut addr) }
-            .then_some((addr, len))
+        if !unsafe { ffi::nva_map_integrity_bvec(self.raw(), f.dma_dev(), &mut addr) } {
+            return None;
+        }
+        self.mappings().meta = Mapped::Single {
+            dev: f.dma_dev(),
+            addr,
+            len,
+        };
+        Some((addr, len))
     }
 
     start_fns! {
         /// Starts mapping the request's data.
-        map_data_start -> DataIter = ffi::blk_rq_dma_map_iter_start, dma_state
+        map_data_start -> DataIter = ffi::blk_rq_dma_map_iter_start, dma_state, data
             if has_data_segments;
         /// Starts mapping the request's integrity metadata.
-        map_meta_start -> MetaIter = blk_rq_integrity_dma_map_iter_start, meta_dma_state
+        map_meta_start -> MetaIter = blk_rq_integrity_dma_map_iter_start, meta_dma_state, meta
             if has_integrity;
     }
 
-    /// Unmaps the iterator's data mapping as a whole; false when each segment must be
-    /// unmapped with [`Request::unmap_segment`].
-    pub(crate) fn unmap_data(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: The request's data was mapped with the iterator, `mapped` bytes of it: the
-        // caller's part, not typed (design.rst).
-        unsafe {
-            let state = addr_of_mut!((*self.iod()).dma_state);
-            ffi::nva_blk_rq_dma_unmap(self.raw(), f.dma_dev(), state, mapped, p2p.0)
+    /// Records a segment the iterator of `part` mapped; false (the segment unmapped again)
+    /// when its array of ranges is full.
+    ///
+    /// # Safety
+    ///
+    /// `seg` was just mapped on `f`'s device for `part` of this request, by its iterator.
+    unsafe fn record(
+        &mut self,
+        f: &Function,
+        seg: Segment,
+        part: impl FnOnce(&mut Mappings) -> &mut Mapped,
+    ) -> bool {
+        let recorded = match part(self.mappings()) {
+            Mapped::Iter { bytes, ranges, .. } => {
+                *bytes += seg.len as usize;
+                match ranges {
+                    None => true,
+                    Some(raw) => {
+                        // SAFETY: The array came from `into_raw` and is only borrowed here.
+                        let mut saved = unsafe { SavedSegments::from_raw(raw) };
+                        let pushed = saved.push(seg.addr, seg.len);
+                        *raw = saved.into_raw();
+                        pushed
+                    }
+                }
+            }
+            _ => false,
+        };
+        if !recorded {
+            // SAFETY: The caller's promise; it is not recorded, so unmapped only here.
+            unsafe { self.unmap_range(f.dma_dev(), seg) };
         }
+        recorded
     }
 
-    pub(crate) fn unmap_meta(&mut self, f: &Function, mapped: usize, p2p: P2p) -> bool {
-        // SAFETY: The request's metadata was mapped with the iterator, `mapped` bytes of it:
-        // the caller's part, not typed (design.rst).
-        unsafe {
-            let state = addr_of_mut!((*self.iod()).meta_dma_state);
-            ffi::nva_blk_rq_dma_unmap(self.raw(), f.dma_dev(), state, mapped, p2p.0)
-        }
+    /// Unmaps one range the iterator mapped for this request.
+    ///
+    /// # Safety
+    ///
+    /// `seg` was mapped on `dev` for this request's data or metadata by its iterator, and is
+    /// unmapped once.
+    unsafe fn unmap_range(&mut self, dev: *mut bindings::device, seg: Segment) {
+        // SAFETY: The caller's promise.
+        unsafe { ffi::nva_dma_unmap_phys(self.raw(), dev, seg.addr, seg.len, seg.p2p.0) }
     }
 
-    /// Unmaps one segment the iterator mapped.
-    pub(crate) fn unmap_segment(&mut self, f: &Function, seg: Segment) {
-        // SAFETY: `seg` is a segment mapped for this request: the caller's part, not typed
-        // (design.rst).
-        unsafe { ffi::nva_dma_unmap_phys(self.raw(), f.dma_dev(), seg.addr, seg.len, seg.p2p.0) }
+    /// Unmaps what was mapped of the request's data, and gives its array of ranges back to
+    /// `ranges`, their pool (without one, or if it is another pool, the array is leaked with a
+    /// warning). Something mapped for another device than `f`'s stays mapped, with a warning.
+    #[inline(always)]
+    pub(crate) fn unmap_data(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
+        let mapped = core::mem::take(&mut self.mappings().data);
+        self.unmap(f, mapped, ranges, false);
+    }
+
+    /// As [`Request::unmap_data`], for the metadata.
+    #[inline(always)]
+    pub(crate) fn unmap_meta(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
+        let mapped = core::mem::take(&mut self.mappings().meta);
+        self.unmap(f, mapped, ranges, true);
+    }
+
+    #[inline(always)]
+    fn unmap(&mut self, f: &Function, mapped: Mapped, pool: Option<&SegmentPool>, meta: bool) {
+        let dev = match &mapped {
+            Mapped::Nothing => return,
+            Mapped::Single { dev, .. } | Mapped::Iter { dev, .. } => *dev,
+        };
+        if warn_on!(dev != f.dma_dev()) {
+            return;
+        }
+        match mapped {
+            Mapped::Nothing => {}
+            Mapped::Single { addr, len, .. } => {
+                // SAFETY: The recorded single mapping of this request on `dev`, unmapped once
+                // (the record was taken).
+                unsafe { ffi::nva_unmap_page(self.raw(), dev, addr, len) }
+            }
+            Mapped::Iter {
+                bytes, p2p, ranges, ..
+            } => {
+                let iod = self.iod();
+                // SAFETY: The request's iterator mapped `bytes` on `dev`, recorded as it
+                // mapped them; the record was taken, so this runs once; the state is in the
+                // request's PDU, which only its holder uses.
+                let whole = unsafe {
+                    let state = if meta {
+                        addr_of_mut!((*iod).meta_dma_state)
+                    } else {
+                        addr_of_mut!((*iod).dma_state)
+                    };
+                    ffi::nva_blk_rq_dma_unmap(self.raw(), dev, state, bytes, p2p)
+                };
+                let Some(raw) = ranges else {
+                    return;
+                };
+                // SAFETY: The array came from `into_raw` and is taken back once.
+                let saved = unsafe { SavedSegments::from_raw(&raw) };
+                if !whole {
+                    for s in saved.iter() {
+                        let seg = Segment {
+                            addr: s.addr,
+                            len: s.len,
+                            p2p: P2p(p2p),
+                        };
+                        // SAFETY: A range the iterator mapped on `dev` (the record says so), and
+                        // the record was taken.
+                        unsafe { self.unmap_range(dev, seg) };
+                    }
+                }
+                match pool {
+                    Some(pool) => pool.free(saved),
+                    None => {
+                        warn_on!(true);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -440,13 +577,13 @@ impl Drop for DmaPool {
 /// One remembered mapped range.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub(crate) struct SavedSegment {
-    pub(crate) addr: u64,
-    pub(crate) len: u32,
+struct SavedSegment {
+    addr: u64,
+    len: u32,
 }
 
 /// An array of remembered ranges from a [`SegmentPool`].
-pub(crate) struct SavedSegments {
+struct SavedSegments {
     array: NonNull<SavedSegment>,
     /// The pool and the array's capacity.
     origin: Origin,
@@ -458,7 +595,7 @@ unsafe impl Send for SavedSegments {}
 
 impl SavedSegments {
     /// Remembers `seg`; false when the array is full.
-    pub(crate) fn push(&mut self, addr: u64, len: u32) -> bool {
+    fn push(&mut self, addr: u64, len: u32) -> bool {
         if self.len == self.origin.entries() {
             return false;
         }
@@ -473,7 +610,28 @@ impl SavedSegments {
         true
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = SavedSegment> + '_ {
+    /// The array as a request's record keeps it ([`Mapped`]).
+    fn into_raw(self) -> SavedRanges {
+        SavedRanges {
+            array: self.array.cast(),
+            origin: self.origin.0,
+            len: self.len,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `raw` came from [`SavedSegments::into_raw`], and the array is in use by the returned
+    /// value alone.
+    unsafe fn from_raw(raw: &SavedRanges) -> Self {
+        Self {
+            array: raw.array.cast(),
+            origin: Origin(raw.origin),
+            len: raw.len,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = SavedSegment> + '_ {
         // SAFETY: The first `len` entries were written by `push`.
         (0..self.len).map(|i| unsafe { self.array.as_ptr().add(i).read() })
     }
@@ -509,7 +667,7 @@ impl SegmentPool {
         })
     }
 
-    pub(crate) fn alloc(&self) -> Option<SavedSegments> {
+    fn alloc(&self) -> Option<SavedSegments> {
         // SAFETY: The pool is valid; allocation is atomic.
         let p = unsafe { ffi::nva_vec_pool_alloc(self.pool.as_ptr()) };
         Some(SavedSegments {
@@ -520,7 +678,7 @@ impl SegmentPool {
     }
 
     /// Gives back an array of this pool; another pool's array is leaked with a warning.
-    pub(crate) fn free(&self, saved: SavedSegments) {
+    fn free(&self, saved: SavedSegments) {
         if warn_on!(saved.origin != self.origin) {
             return;
         }

@@ -739,7 +739,7 @@ unsafe extern "C" fn queue_rq<T: Transport>(
     let (q, rq, last) = unsafe {
         (
             queue_of::<T>(hctx),
-            blk::Request::from_raw((*bd).rq),
+            blk::Request::from_blk_mq((*bd).rq),
             (*bd).last,
         )
     };

@@ -194,10 +194,10 @@ pub(crate) fn is_aen(qid: u16, cid: u16) -> bool {
     qid == 0 && unsafe { ffi::nva_is_aen_cid(qid, cid) }
 }
 
-/// The PDU of a tag set's requests: glue.c's part, then the transport's.
+/// The PDU of a tag set's requests: glue.c's part, this layer's, then the transport's.
 fn pdu_size<T: TagSetTypes>() -> u32 {
     blk::check_pdu::<T::Iod>();
-    (size_of::<ffi::nva_iod>() + size_of::<T::Iod>()) as u32
+    (size_of::<ffi::nva_iod>() + size_of::<blk::Mappings>() + size_of::<T::Iod>()) as u32
 }
 
 /// A handle to a controller nvme-core knows (or is about to know).
