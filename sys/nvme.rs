@@ -214,15 +214,21 @@ unsafe impl Send for Ctrl {}
 // SAFETY: As above.
 unsafe impl Sync for Ctrl {}
 
+/// nvme-core's calls on the controller as a whole, made only once `nvme_init_ctrl` succeeded
+/// (before that they warn and do nothing) and, for the admin queue's, once it exists. Called
+/// out of order they wait or warn (an unfreeze without a freeze), and touch nothing freed.
 macro_rules! calls {
-    ($($(#[$m:meta])* $name:ident => $ffi:ident($ptr:ident);)*) => {
+    ($($(#[$m:meta])* $name:ident => $ffi:ident if $ready:ident;)*) => {
         $(
             $(#[$m])*
             pub(crate) fn $name(self) {
-                // SAFETY: The controller is valid (type invariant). nvme-core allows the call
-                // in any state once `init` ran, the admin queue's once it exists; calling it no
-                // earlier is the transport's part, not typed yet (design.rst).
-                unsafe { ffi::$ffi(self.$ptr()) }
+                if warn_on!(!self.$ready()) {
+                    return;
+                }
+                // SAFETY: The controller is valid (type invariant), and initialised, with the
+                // locks, lists and works the call uses, and its admin queue if it needs one
+                // (checked above); nvme-core serialises the calls itself.
+                unsafe { ffi::$ffi(self.nvme()) }
             }
         )*
     };
@@ -387,18 +393,24 @@ impl Ctrl {
 
     calls! {
         /// Announces a live controller: namespace scan, asynchronous events.
-        start => nvme_start_ctrl(nvme);
-        stop => nvme_stop_ctrl(nvme);
-        start_freeze => nvme_start_freeze(nvme);
-        wait_freeze => nvme_wait_freeze(nvme);
-        unfreeze => nvme_unfreeze(nvme);
-        quiesce_io => nvme_quiesce_io_queues(nvme);
-        unquiesce_io => nvme_unquiesce_io_queues(nvme);
-        quiesce_admin => nvme_quiesce_admin_queue(nvme);
-        unquiesce_admin => nvme_unquiesce_admin_queue(nvme);
-        sync_queues => nvme_sync_queues(nvme);
-        mark_namespaces_dead => nvme_mark_namespaces_dead(nvme);
-        remove_namespaces => nvme_remove_namespaces(nvme);
+        start => nvme_start_ctrl if has_admin_queue;
+        stop => nvme_stop_ctrl if initialized;
+        start_freeze => nvme_start_freeze if initialized;
+        wait_freeze => nvme_wait_freeze if initialized;
+        unfreeze => nvme_unfreeze if initialized;
+        quiesce_io => nvme_quiesce_io_queues if initialized;
+        unquiesce_io => nvme_unquiesce_io_queues if initialized;
+        quiesce_admin => nvme_quiesce_admin_queue if has_admin_queue;
+        unquiesce_admin => nvme_unquiesce_admin_queue if has_admin_queue;
+        sync_queues => nvme_sync_queues if initialized;
+        mark_namespaces_dead => nvme_mark_namespaces_dead if initialized;
+        remove_namespaces => nvme_remove_namespaces if initialized;
+    }
+
+    /// Whether `nvme_init_ctrl` succeeded: it sets the character device last.
+    fn initialized(self) -> bool {
+        // SAFETY: The controller is valid (type invariant); nvme-core sets the field once.
+        !unsafe { (*self.nvme()).device }.is_null()
     }
 
     /// Ends every request of the I/O tag set the device holds as cancelled
@@ -489,6 +501,8 @@ impl Ctrl {
                 ffi::nvme_remove_admin_tag_set(self.nvme());
             }
             (*self.nvme()).admin_tagset = core::ptr::null_mut();
+            // Destroyed and put: nothing may reach it any more.
+            (*self.nvme()).admin_q = core::ptr::null_mut();
         }
     }
 
@@ -698,10 +712,12 @@ impl Ctrl {
         self.io_tag_set_maps() != 0
     }
 
-    /// Whether the admin request queue exists.
+    /// Whether the admin request queue exists: from its tag set's allocation to its removal,
+    /// which clears the pointer.
     pub(crate) fn has_admin_queue(self) -> bool {
-        // SAFETY: The controller is valid; the transport's own calls set and clear it.
-        !unsafe { (*self.nvme()).admin_q }.is_null()
+        // SAFETY: The controller is valid; nvme-core sets the pointer when it allocates the
+        // admin tag set, `remove_admin_tag_set` clears it.
+        self.initialized() && !unsafe { (*self.nvme()).admin_q }.is_null()
     }
 
     /// Whether the admin request queue exists and is not being torn down.
@@ -855,10 +871,13 @@ impl Ctrl {
     /// Runs an admin command and waits for it: the NVMe status (0 is success). The DMA
     /// addresses it carries are the transport's part, not typed (design.rst).
     pub(crate) fn submit_sync(self, cmd: &Command) -> Result<u32> {
+        if !self.has_admin_queue() {
+            return Err(ENODEV);
+        }
         // nvme-core takes the command as its own to change.
         let mut copy = *cmd;
-        // SAFETY: The controller is valid and its admin queue set up while the transport
-        // issues admin commands; `copy` is a 64-byte NVMe command (glue.c checks the size of
+        // SAFETY: The controller is valid and its admin queue exists (above); `copy` is a 64-byte
+        // NVMe command (glue.c checks the size of
         // `struct nvme_command` at build time, `Command` has the alignment of its u64s).
         let ret = unsafe {
             let cmd = core::ptr::from_mut(&mut copy).cast();
@@ -959,8 +978,10 @@ impl Ctrl {
         // Neither command of `submit_*` transfers data: the request reads from the device.
         const OP: bindings::blk_opf_t = bindings::req_op_REQ_OP_DRV_IN;
         const NOWAIT: bindings::blk_mq_req_flags_t = bindings::BLK_MQ_REQ_NOWAIT;
-        // SAFETY: The controller is valid and its admin queue set up while the transport
-        // sends these; the request, once allocated, is ours until blk-mq ends it, and
+        if !self.has_admin_queue() {
+            return Err(ENODEV);
+        }
+        // SAFETY: The controller is valid and its admin queue exists (above); the request, once allocated, is ours until blk-mq ends it, and
         // `nvme_init_request` copies the command into it.
         unsafe {
             let q = (*self.nvme()).admin_q;
