@@ -155,8 +155,19 @@ pub(super) struct SavedRanges {
 /// This layer's part of each request's PDU, between glue.c's and the transport's.
 #[derive(Default)]
 pub(super) struct Mappings {
-    pub(super) data: Mapped,
-    pub(super) meta: Mapped,
+    data: Mapped,
+    meta: Mapped,
+}
+
+impl Mappings {
+    /// The metadata's record if `meta`, else the data's.
+    pub(super) fn part(&mut self, meta: bool) -> &mut Mapped {
+        if meta {
+            &mut self.meta
+        } else {
+            &mut self.data
+        }
+    }
 }
 
 const _: () =

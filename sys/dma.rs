@@ -34,7 +34,6 @@ use super::{
     blk::{
         CommandPointers,
         Mapped,
-        Mappings,
         Request,
         SavedRanges,
         Status, //
@@ -132,7 +131,7 @@ unsafe fn blk_rq_integrity_dma_map_iter_next(
 /// other iterator, which keeps its state in the same place in the PDU, cannot start meanwhile;
 /// the request's data (`pdu`, `command`) and its `&self` methods stay in reach.
 macro_rules! map_iter {
-    ($(#[$m:meta])* $name:ident, $next:path, $state:ident, $part:ident) => {
+    ($(#[$m:meta])* $name:ident, $next:path, $state:ident, $meta:literal) => {
         $(#[$m])*
         ///
         /// # Invariants
@@ -152,7 +151,7 @@ macro_rules! map_iter {
                 let step = Step::from(ok, unsafe { &(*iod).iter });
                 match step {
                     // SAFETY: The iterator of this part just mapped `seg` on `f`'s device.
-                    Step::Segment(seg) if !unsafe { self.0.record(f, seg, |m| &mut m.$part) } => {
+                    Step::Segment(seg) if !unsafe { self.0.record(f, seg, $meta) } => {
                         Step::Failed(Status::ioerr())
                     }
                     step => step,
@@ -189,21 +188,21 @@ map_iter!(
     DataIter,
     ffi::blk_rq_dma_map_iter_next,
     dma_state,
-    data
+    false
 );
 map_iter!(
     /// The metadata mapping iterator of a request.
     MetaIter,
     blk_rq_integrity_dma_map_iter_next,
     meta_dma_state,
-    meta
+    true
 );
 
 /// Starts an iterator: its first segment, or why there is none (an error: a request mapped
 /// through the iterator has data). Each segment it maps is recorded for unmapping, in an array
 /// of `ranges` when each must be unmapped on its own; an error leaves nothing mapped.
 macro_rules! start_fns {
-    ($($(#[$m:meta])* $name:ident -> $iter:ident = $start:path, $state:ident, $part:ident
+    ($($(#[$m:meta])* $name:ident -> $iter:ident = $start:path, $state:ident, $meta:literal
         if $has:ident;)*) => {
         $(
             $(#[$m])*
@@ -250,14 +249,14 @@ macro_rules! start_fns {
                 } else {
                     None
                 };
-                self.mappings().$part = Mapped::Iter {
+                *self.mappings().part($meta) = Mapped::Iter {
                     dev: f.dma_dev(),
                     bytes: 0,
                     p2p: first.p2p.0,
                     ranges: saved,
                 };
                 // SAFETY: The iterator just mapped `first` on `f`'s device.
-                if !unsafe { self.record(f, first, |m| &mut m.$part) } {
+                if !unsafe { self.record(f, first, $meta) } {
                     return Err(Status::ioerr());
                 }
                 Ok((first, $iter(self)))
@@ -283,7 +282,7 @@ impl<P: Default> Request<P> {
             ffi::nva_map_first_bvec(self.raw(), f.dma_dev(), max_end, &mut addr, &mut len)
         };
         Status::from_raw(status)?;
-        self.mappings().data = Mapped::Single {
+        *self.mappings().part(false) = Mapped::Single {
             dev: f.dma_dev(),
             addr,
             len,
@@ -305,7 +304,7 @@ impl<P: Default> Request<P> {
         if !unsafe { ffi::nva_map_integrity_bvec(self.raw(), f.dma_dev(), &mut addr) } {
             return None;
         }
-        self.mappings().meta = Mapped::Single {
+        *self.mappings().part(true) = Mapped::Single {
             dev: f.dma_dev(),
             addr,
             len,
@@ -315,10 +314,10 @@ impl<P: Default> Request<P> {
 
     start_fns! {
         /// Starts mapping the request's data.
-        map_data_start -> DataIter = ffi::blk_rq_dma_map_iter_start, dma_state, data
+        map_data_start -> DataIter = ffi::blk_rq_dma_map_iter_start, dma_state, false
             if has_data_segments;
         /// Starts mapping the request's integrity metadata.
-        map_meta_start -> MetaIter = blk_rq_integrity_dma_map_iter_start, meta_dma_state, meta
+        map_meta_start -> MetaIter = blk_rq_integrity_dma_map_iter_start, meta_dma_state, true
             if has_integrity;
     }
 
@@ -328,13 +327,8 @@ impl<P: Default> Request<P> {
     /// # Safety
     ///
     /// `seg` was just mapped on `f`'s device for `part` of this request, by its iterator.
-    unsafe fn record(
-        &mut self,
-        f: &Function,
-        seg: Segment,
-        part: impl FnOnce(&mut Mappings) -> &mut Mapped,
-    ) -> bool {
-        let recorded = match part(self.mappings()) {
+    unsafe fn record(&mut self, f: &Function, seg: Segment, meta: bool) -> bool {
+        let recorded = match self.mappings().part(meta) {
             Mapped::Iter { bytes, ranges, .. } => {
                 *bytes += seg.len as usize;
                 match ranges {
@@ -373,14 +367,14 @@ impl<P: Default> Request<P> {
     /// warning). Something mapped for another device than `f`'s stays mapped, with a warning.
     #[inline(always)]
     pub(crate) fn unmap_data(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
-        let mapped = core::mem::take(&mut self.mappings().data);
+        let mapped = core::mem::take(self.mappings().part(false));
         self.unmap(f, mapped, ranges, false);
     }
 
     /// As [`Request::unmap_data`], for the metadata.
     #[inline(always)]
     pub(crate) fn unmap_meta(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
-        let mapped = core::mem::take(&mut self.mappings().meta);
+        let mapped = core::mem::take(self.mappings().part(true));
         self.unmap(f, mapped, ranges, true);
     }
 
