@@ -723,11 +723,12 @@ impl Queue {
         }
     }
 
-    /// The time to record for a submission: only a queue that may poll measures its latency.
-    /// blk-mq's stamp serves where it is the submission's (not for a retry, whose stamp is the
-    /// first attempt's): it reads the clock once per plug, not once per command, and costs
-    /// less than asking whether adaptive polling is on. Otherwise, with it on, the clock is read
-    /// once per call site, kept in `now`.
+    /// The time to record for a submission: only a queue that may poll measures its latency,
+    /// and only while adaptive polling is on (otherwise 0, which its completion skips; a
+    /// request submitted before polling was turned on is simply not timed). blk-mq's stamp
+    /// serves where it is the submission's (not for a retry, whose stamp is the first
+    /// attempt's): it reads the clock once per plug, not once per command. Otherwise the clock
+    /// is read once per call site, kept in `now`.
     #[inline]
     fn submission_time(
         &self,
@@ -736,13 +737,12 @@ impl Queue {
         retried: bool,
         now: &mut Option<u64>,
     ) -> u64 {
-        if !sq.owns_vector {
+        if !sq.owns_vector || !params::adaptive() {
             return 0;
         }
         match rq.accounted_since_ns().filter(|_| !retried) {
             Some(stamp) => stamp,
-            None if params::adaptive() => *now.get_or_insert_with(blk::clock_ns),
-            None => 0,
+            None => *now.get_or_insert_with(blk::clock_ns),
         }
     }
 
