@@ -98,6 +98,7 @@ use crate::{
             Ctrl, //
         },
         pci::{
+            Doorbell,
             Function,
             Regs, //
         },
@@ -223,7 +224,7 @@ struct Sq {
     tail: u16,
     /// Tail last announced to the controller.
     last_tail: u16,
-    doorbell: usize,
+    doorbell: Doorbell,
     shadow: Option<Shadow>,
     /// Commands placed on the ring (the statistics' `submitted`).
     submitted: Tally,
@@ -273,7 +274,7 @@ pub(crate) struct Cq {
     /// The ring and where its completions' command identifiers lead: under this lock, which
     /// every reap holds, so that finding a request costs no atomic access.
     ring: CompletionRing<Iod>,
-    doorbell: usize,
+    doorbell: Doorbell,
     shadow: Option<Shadow>,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
@@ -330,14 +331,14 @@ impl Queue {
                     depth: 0,
                     tail: 0,
                     last_tail: 0,
-                    doorbell: 0,
+                    doorbell: Doorbell::default(),
                     shadow: None,
                     submitted: Tally::default(),
                     owns_vector: false,
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: CompletionRing::new(),
-                    doorbell: 0,
+                    doorbell: Doorbell::default(),
                     shadow: None,
                     tallies: CqTallies::default(),
                     adaptive: Adaptive {
@@ -448,13 +449,13 @@ impl Queue {
             let mut sq = self.sq.lock();
             sq.tail = 0;
             sq.last_tail = 0;
-            sq.doorbell = db.sq_offset();
+            sq.doorbell = Doorbell::at(db.sq_offset());
             core::mem::replace(&mut sq.shadow, slot(db.sq_index))
         };
         self.tail_seen.store(0, Relaxed);
         let mut cq = self.cq.lock();
         cq.ring.restart();
-        cq.doorbell = db.cq_offset();
+        cq.doorbell = Doorbell::at(db.cq_offset());
         let old_cq = core::mem::replace(&mut cq.shadow, slot(db.cq_index));
         // Nothing is in flight on a new queue pair.
         cq.adaptive.completed = self.stats.submitted.get();
@@ -793,7 +794,7 @@ impl Queue {
             .is_none_or(|s| s.buffers.update(s.index, sq.tail));
         if mmio {
             // An error means the BAR is gone: the controller is being removed.
-            let _ = self.hw.regs.write32(sq.doorbell, sq.tail.into());
+            let _ = self.hw.regs.ring(sq.doorbell, sq.tail.into());
         }
         sq.last_tail = sq.tail;
     }
@@ -879,7 +880,7 @@ impl Queue {
                 .as_ref()
                 .is_none_or(|s| s.buffers.update(s.index, head));
             if mmio {
-                let _ = self.hw.regs.write32(*doorbell, head.into());
+                let _ = self.hw.regs.ring(*doorbell, head.into());
             }
             adaptive.completed = adaptive.completed.wrapping_add(n.into());
         }

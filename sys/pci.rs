@@ -18,13 +18,19 @@ use kernel::{
         Device, //
     },
     error::to_result,
-    io::Io,
+    io::{
+        Io,
+        IoBackend,
+        IoBase,
+        MmioBackend, //
+    },
     pci::{
         Bar,
         Device as PciDevice,
         DevresBar, //
     },
     prelude::*,
+    ptr::KnownSize,
     str::CStr,
     sync::aref::ARef, //
 };
@@ -333,10 +339,28 @@ impl Regs {
         (&*bar).try_read32(offset)
     }
 
-    #[inline]
     pub(crate) fn write32(&self, offset: usize, value: u32) -> Result {
         let bar = self.bar.try_access().ok_or(ENODEV)?;
         (&*bar).try_write32(value, offset)
+    }
+
+    /// Writes a doorbell: the write of every submission and completion, so it checks only
+    /// that the BAR reaches the register (its alignment is the type's).
+    #[inline]
+    pub(crate) fn ring(&self, doorbell: Doorbell, value: u32) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        let region = MmioBackend::as_ptr((&*bar).as_view());
+        let offset = doorbell.offset();
+        // The size is a multiple of 4 (`Region`'s invariant), as is the offset: a register
+        // that starts below the end ends there at the latest.
+        if offset >= KnownSize::size(region) {
+            return Err(EINVAL);
+        }
+        // SAFETY: `region` is the mapped BAR, 4-byte aligned (`Mmio`'s and `Region`'s
+        // invariants), mapped while `bar` is held; the register at `offset`, a multiple of 4,
+        // lies within it (checked above), aligned.
+        unsafe { bindings::writel(value, region.cast::<u8>().add(offset).cast()) };
+        Ok(())
     }
 
     /// A 64-bit register, read low half first (as `lo_hi_readq`).
@@ -365,6 +389,22 @@ impl Regs {
     /// The mapped size; 0 once revoked.
     pub(crate) fn size(&self) -> usize {
         self.bar.try_access().map_or(0, |bar| (&*bar).size())
+    }
+}
+
+/// A doorbell register of BAR0, 32-bit aligned by construction.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) struct Doorbell(u32);
+
+impl Doorbell {
+    /// The register at `offset`, rounded down to a multiple of 4 (past 4 GiB: beyond any BAR
+    /// the writes reach).
+    pub(crate) fn at(offset: usize) -> Self {
+        Self(u32::try_from(offset).unwrap_or(u32::MAX) & !3)
+    }
+
+    pub(crate) fn offset(self) -> usize {
+        self.0 as usize
     }
 }
 
