@@ -83,6 +83,7 @@ use crate::{
             Tags, //
         },
         dma::{
+            self,
             P2pArray,
             Unbindable, //
         },
@@ -763,21 +764,17 @@ impl Queue {
 
     #[inline]
     fn copy_command(&self, sq: &mut Sq, cmd: &Command) -> Result<(), Status> {
-        let slot = usize::from(sq.tail) * sq.slots_per_entry;
-        let written = match (sq.ring.as_ref(), sq.cmb_ring.as_mut()) {
-            (Some(ring), _) => Self::write_slot(ring, slot, cmd),
+        // `tail` is below `depth`, so this does not overflow (nor would it matter: the write
+        // checks the slot).
+        let slot = usize::from(sq.tail).wrapping_mul(sq.slots_per_entry);
+        let written = match (sq.ring.as_mut(), sq.cmb_ring.as_mut()) {
+            (Some(ring), _) => dma::write_entry(ring, slot, *cmd),
             (None, Some(cmb)) => cmb.write(slot, *cmd),
             (None, None) => Err(EIO),
         };
         written.map_err(|_| Status::ioerr())?;
         sq.tail = next(sq.tail, sq.depth);
         self.tail_seen.store(sq.tail as i16, Relaxed);
-        Ok(())
-    }
-
-    #[inline]
-    fn write_slot(ring: &Coherent<[Command]>, slot: usize, cmd: &Command) -> Result {
-        io_project!(ring, [try: slot]).copy_write(*cmd);
         Ok(())
     }
 
@@ -1000,10 +997,12 @@ impl Queue {
 
 /// The ring slot after `index`.
 fn next(index: u16, depth: u16) -> u16 {
-    if index + 1 >= depth {
+    // Indexes are below the depth, so the increment does not wrap.
+    let next = index.wrapping_add(1);
+    if next >= depth {
         0
     } else {
-        index + 1
+        next
     }
 }
 

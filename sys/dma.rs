@@ -21,6 +21,7 @@ use kernel::{
         Device, //
     },
     devres::Devres,
+    dma::Coherent,
     ffi::c_void,
     prelude::*,
     sync::atomic::{
@@ -872,4 +873,24 @@ impl<T: Copy> Drop for P2pArray<T> {
         // SAFETY: Allocated from `pci` with this size (type invariant), given back once.
         unsafe { ffi::nva_p2pmem_free(self.pci.raw(), self.cpu.as_ptr().cast(), size) };
     }
+}
+
+/// Writes entry `index` of a ring the device reads (a command to a submission ring), if the
+/// ring has it.
+// Through the ring's address rather than a projection, which checks the index and the address
+// range on every command.
+#[inline(always)]
+pub(crate) fn write_entry<T: FromBytes + IntoBytes>(
+    ring: &mut Coherent<[T]>,
+    index: usize,
+    value: T,
+) -> Result {
+    if index >= ring.len() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `index` is below the length, so the entry lies in the allocation, aligned for
+    // `T`; `ring` is borrowed exclusively, so no other CPU writes it meanwhile. The device reads
+    // it once told to by a doorbell write, which `writel` orders after this one.
+    unsafe { ring.as_mut_ptr().cast::<T>().add(index).write(value) };
+    Ok(())
 }
