@@ -1069,8 +1069,12 @@ impl Policy {
             .latency_ns
             .saturating_mul(w)
             .saturating_add(self.sample_latency_sum);
-        self.est.latency_weight = (w + self.sample_timed).min(BASELINE_MAX);
-        self.est.latency_ns = total / (w + self.sample_timed);
+        let weight = w.saturating_add(self.sample_timed);
+        self.est.latency_weight = weight.min(BASELINE_MAX);
+        // `weight` is at least `sample_timed`, not 0; `max` shows the compiler, which would
+        // otherwise keep a call to the division-by-zero panic (one that 7.3's objtool does not
+        // know never returns, so it warns when the call ends a function).
+        self.est.latency_ns = total / weight.max(1);
     }
 
     /// Folds a sample's completions over `span` into the reference rate.
