@@ -368,19 +368,23 @@ impl<P: Default> Request<P> {
     /// warning). Something mapped for another device than `f`'s stays mapped, with a warning.
     #[inline(always)]
     pub(crate) fn unmap_data(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
-        let mapped = core::mem::take(self.mappings().part(false));
-        self.unmap(f, mapped, ranges, false);
+        self.unmap(f, ranges, false);
     }
 
     /// As [`Request::unmap_data`], for the metadata.
     #[inline(always)]
     pub(crate) fn unmap_meta(&mut self, f: &Function, ranges: Option<&SegmentPool>) {
-        let mapped = core::mem::take(self.mappings().part(true));
-        self.unmap(f, mapped, ranges, true);
+        self.unmap(f, ranges, true);
     }
 
     #[inline(always)]
-    fn unmap(&mut self, f: &Function, mapped: Mapped, pool: Option<&SegmentPool>, meta: bool) {
+    fn unmap(&mut self, f: &Function, pool: Option<&SegmentPool>, meta: bool) {
+        let part = self.mappings().part(meta);
+        // Asked first, so that an empty record (most requests' metadata) is not copied out.
+        if matches!(part, Mapped::Nothing) {
+            return;
+        }
+        let mapped = core::mem::take(part);
         let dev = match &mapped {
             Mapped::Nothing => return,
             Mapped::Single { dev, .. } | Mapped::Iter { dev, .. } => *dev,
