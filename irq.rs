@@ -36,7 +36,7 @@ impl Handler for Queue {
         self.stats.count_irq(&mut cq.tallies, reaped);
         // With adaptive polling off this is the plain interrupt path: one parameter load, no
         // clock, no policy. The admin queue and queues sharing a vector never poll.
-        if !cq.adaptive.allowed() || !params::adaptive() {
+        if !params::adaptive() || !cq.adaptive.allowed() {
             return reaped > 0;
         }
         let inflight = self.inflight(&cq);

@@ -869,7 +869,7 @@ impl Queue {
                     self.handle(again, adaptive, batch);
                 }
             }
-            n += 1;
+            n = n.wrapping_add(1);
         }
         if n > 0 {
             let head = ring.head();
