@@ -28,6 +28,10 @@ use crate::{
 };
 
 impl Handler for Queue {
+    // Inlined into the interrupt core's entry points (the primary handler, and the thread
+    // with `use_threaded_interrupts`): a call between them costs a prologue and an epilogue
+    // on every interrupt.
+    #[inline(always)]
     fn handle(&self, ctx: &HandlerContext<'_>) -> bool {
         // Declared first, so that it ends its requests after the CQ lock is dropped.
         let mut batch = OwnedBatch::new();
