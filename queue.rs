@@ -13,14 +13,7 @@ use kernel::{
         Bound,
         Device, //
     },
-    dma::{
-        Coherent,
-        CoherentView, //
-    },
-    io::{
-        io_project,
-        Io, //
-    },
+    dma::Coherent,
     new_spinlock,
     new_spinlock_irq,
     prelude::*,
@@ -166,11 +159,8 @@ impl ShadowDoorbells {
     /// Forgets what a previous controller instance left (before Doorbell Buffer Config again).
     pub(crate) fn clear(&self) {
         for i in 0..self.values.len() {
-            for buf in [&self.values, &self.events] {
-                if let Ok(slot) = Self::slot(buf, i) {
-                    slot.write_val(0);
-                }
-            }
+            dma::write_word(&self.values, i, 0);
+            dma::write_word(&self.events, i, 0);
         }
     }
 
@@ -179,29 +169,22 @@ impl ShadowDoorbells {
         (self.values.dma_address(), self.events.dma_address())
     }
 
-    /// Doorbell `index` of `buf` (little-endian), projected once for any number of accesses
-    /// (a projection checks the index and the address range).
-    #[inline]
-    fn slot(buf: &Coherent<[u32]>, index: usize) -> Result<CoherentView<'_, u32>> {
-        Ok(io_project!(buf, [try: index]))
-    }
-
     /// Records doorbell `index`'s new `value`; true when the register must be written too
-    /// (the controller's event index lies between the old and the new value).
+    /// (the controller's event index lies between the old and the new value). The buffers
+    /// hold little-endian words.
     #[inline]
     fn update(&self, index: usize, value: u16) -> bool {
         // The queue entries are visible before the doorbell value.
         mb(Write);
-        let Ok(slot) = Self::slot(&self.values, index) else {
+        let Some(old) = dma::read_word(&self.values, index) else {
             return true;
         };
-        let old = u32::from_le(slot.read_val()) as u16;
-        slot.write_val(u32::from(value).to_le());
+        let old = u32::from_le(old) as u16;
+        dma::write_word(&self.values, index, u32::from(value).to_le());
         // The doorbell value is visible before the event index is read; the controller orders
         // its side the same way.
         mb(Full);
-        let event =
-            Self::slot(&self.events, index).map_or(0, |e| u32::from_le(e.read_val())) as u16;
+        let event = dma::read_word(&self.events, index).map_or(0, u32::from_le) as u16;
         value.wrapping_sub(event).wrapping_sub(1) < value.wrapping_sub(old)
     }
 }

@@ -898,3 +898,31 @@ pub(crate) fn write_entry<T: FromBytes + IntoBytes>(
     unsafe { ring.as_mut_ptr().cast::<T>().add(index).write(value) };
     Ok(())
 }
+
+/// Word `index` of memory shared with the device (a shadow doorbell or event index), read
+/// volatile as the kernel crate's projections read it; `None` past the end.
+// Through the allocation's address rather than a projection, which checks the index and the
+// address range: two or three accesses on every doorbell update.
+#[inline(always)]
+pub(crate) fn read_word(buf: &Coherent<[u32]>, index: usize) -> Option<u32> {
+    if index >= buf.len() {
+        return None;
+    }
+    // SAFETY: `index` is below the length, so the word lies in the allocation, aligned; the
+    // device writes it concurrently, hence volatile, as `Coherent`'s own accessors read.
+    Some(unsafe { buf.as_ptr().cast::<u32>().add(index).read_volatile() })
+}
+
+/// As [`read_word`], a write (nothing past the end).
+#[inline(always)]
+pub(crate) fn write_word(buf: &Coherent<[u32]>, index: usize, value: u32) {
+    if index < buf.len() {
+        // SAFETY: As in `read_word`; written volatile, as `Coherent`'s own accessors write.
+        unsafe {
+            buf.as_mut_ptr()
+                .cast::<u32>()
+                .add(index)
+                .write_volatile(value)
+        };
+    }
+}
