@@ -339,7 +339,8 @@ fn map_single(f: &Function, sgl: SglUse, rq: &mut Request<Iod>) -> Result<(), St
     let (addr, len) = rq.map_first_segment(f, max_end)?;
     // The mapping keeps the segment's offset in its page (the DMA alignment mask).
     let offset = addr as u32 & (PAGE - 1);
-    let prp_possible = offset + len <= 2 * PAGE;
+    // Compared without an addition, which would need an overflow check.
+    let prp_possible = len <= 2 * PAGE - offset;
     rq.pdu().data = Data::Single;
     let mut cmd = rq.command();
     if sgl == SglUse::Forced || !prp_possible {
