@@ -22,6 +22,7 @@ use kernel::{
         Io,
         IoBackend,
         IoBase,
+        IoCapable,
         MmioBackend, //
     },
     pci::{
@@ -349,17 +350,20 @@ impl Regs {
     #[inline]
     pub(crate) fn ring(&self, doorbell: Doorbell, value: u32) -> Result {
         let bar = self.bar.try_access().ok_or(ENODEV)?;
-        let region = MmioBackend::as_ptr((&*bar).as_view());
+        let view = (&*bar).as_view();
+        let region = MmioBackend::as_ptr(view);
         let offset = doorbell.offset();
         // The size is a multiple of 4 (`Region`'s invariant), as is the offset: a register
         // that starts below the end ends there at the latest.
         if offset >= KnownSize::size(region) {
             return Err(EINVAL);
         }
-        // SAFETY: `region` is the mapped BAR, 4-byte aligned (`Mmio`'s and `Region`'s
-        // invariants), mapped while `bar` is held; the register at `offset`, a multiple of 4,
-        // lies within it (checked above), aligned.
-        unsafe { bindings::writel(value, region.cast::<u8>().add(offset).cast()) };
+        let register = region.cast::<u8>().wrapping_add(offset).cast::<u32>();
+        // SAFETY: `register` is a projection of the view's pointer: the 32-bit word at
+        // `offset`, which lies in the region (checked above) and is aligned (a multiple of 4
+        // from a base aligned to 4, `Region`'s invariant).
+        let register = unsafe { MmioBackend::project_view(view, register) };
+        MmioBackend::io_write(register, value);
         Ok(())
     }
 
