@@ -75,8 +75,8 @@ use crate::{
             Status,
             Tags, //
         },
+        coherent,
         dma::{
-            self,
             P2pArray,
             Unbindable, //
         },
@@ -159,8 +159,8 @@ impl ShadowDoorbells {
     /// Forgets what a previous controller instance left (before Doorbell Buffer Config again).
     pub(crate) fn clear(&self) {
         for i in 0..self.values.len() {
-            dma::write_word(&self.values, i, 0);
-            dma::write_word(&self.events, i, 0);
+            let _ = coherent::write(&self.values, i, 0);
+            let _ = coherent::write(&self.events, i, 0);
         }
     }
 
@@ -176,15 +176,15 @@ impl ShadowDoorbells {
     fn update(&self, index: usize, value: u16) -> bool {
         // The queue entries are visible before the doorbell value.
         mb(Write);
-        let Some(old) = dma::read_word(&self.values, index) else {
+        let Some(old) = coherent::read(&self.values, index) else {
             return true;
         };
         let old = u32::from_le(old) as u16;
-        dma::write_word(&self.values, index, u32::from(value).to_le());
+        let _ = coherent::write(&self.values, index, u32::from(value).to_le());
         // The doorbell value is visible before the event index is read; the controller orders
         // its side the same way.
         mb(Full);
-        let event = dma::read_word(&self.events, index).map_or(0, u32::from_le) as u16;
+        let event = coherent::read(&self.events, index).map_or(0, u32::from_le) as u16;
         value.wrapping_sub(event).wrapping_sub(1) < value.wrapping_sub(old)
     }
 }
@@ -755,7 +755,7 @@ impl Queue {
         // checks the slot).
         let slot = usize::from(sq.tail).wrapping_mul(sq.slots_per_entry);
         let written = match (sq.ring.as_mut(), sq.cmb_ring.as_mut()) {
-            (Some(ring), _) => dma::write_entry(ring, slot, *cmd),
+            (Some(ring), _) => coherent::write_owned(ring, slot, *cmd),
             (None, Some(cmb)) => cmb.write(slot, *cmd),
             (None, None) => Err(EIO),
         };

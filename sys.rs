@@ -11,6 +11,7 @@
 //! each.
 
 pub(crate) mod blk;
+pub(crate) mod coherent;
 pub(crate) mod cpu;
 pub(crate) mod debugfs;
 pub(crate) mod dma;

@@ -39,7 +39,10 @@ use kernel::{
     warn_on, //
 };
 
-use super::ffi;
+use super::{
+    coherent,
+    ffi, //
+};
 use crate::cmd::{
     Command,
     Completion,
@@ -817,7 +820,6 @@ impl<P> Drop for Tags<P> {
 /// ([`Found::complete`]) before the next entry: a request reached here is one the device
 /// completed, never one a caller named, which could be held elsewhere (`queue_rq` between
 /// setting its command up and copying it to the submission ring).
-// INVARIANT: `depth` is at most `ring`'s length, and 0 without a ring.
 pub(crate) struct CompletionRing<P> {
     ring: Option<Coherent<[Completion]>>,
     /// Entries of `ring` in use: its length, up to `u16::MAX`.
@@ -890,26 +892,18 @@ impl<P: Default> CompletionRing<P> {
         self.head
     }
 
-    /// Entry `index`, if the ring has it.
-    // Reached through the ring's address rather than projected: a projection checks the index
-    // and the address range, 14 instructions for each of the two reads of most completions.
+    /// Entry `index`, if the ring has it (see [`coherent::entry`]).
     #[inline(always)]
-    fn entry(&self, index: u16) -> Option<*const Completion> {
-        let ring = self.ring.as_ref()?;
-        if index >= self.depth {
-            return None;
-        }
-        // SAFETY: `index` is below `depth`, at most the ring's length (the type invariant), so
-        // the entry lies in the ring.
-        Some(unsafe { ring.as_ptr().cast::<Completion>().add(usize::from(index)) })
+    fn entry(&self, index: u16) -> Option<*mut Completion> {
+        coherent::entry(self.ring.as_ref()?, usize::from(index))
     }
 
     /// The entry at `head` if the controller posted it (its phase tag is the current one).
     #[inline(always)]
-    fn posted(&self) -> Option<*const Completion> {
+    fn posted(&self) -> Option<*mut Completion> {
         let entry = self.entry(self.head)?;
-        // SAFETY: An entry of the ring, which lives as long as `self`'s borrow: coherent memory,
-        // aligned for `Completion`, that the controller writes, hence read volatile.
+        // SAFETY: An entry of the ring, aligned (`coherent::entry`), which lives as long as
+        // `self`'s borrow; the controller writes it, hence read volatile.
         let status = unsafe { addr_of!((*entry).status).read_volatile() };
         (Completion::phase(status) == self.phase).then_some(entry)
     }

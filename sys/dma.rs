@@ -21,7 +21,6 @@ use kernel::{
         Device, //
     },
     devres::Devres,
-    dma::Coherent,
     ffi::c_void,
     prelude::*,
     sync::atomic::{
@@ -876,53 +875,5 @@ impl<T: Copy> Drop for P2pArray<T> {
         let size = self.len * core::mem::size_of::<T>();
         // SAFETY: Allocated from `pci` with this size (type invariant), given back once.
         unsafe { ffi::nva_p2pmem_free(self.pci.raw(), self.cpu.as_ptr().cast(), size) };
-    }
-}
-
-/// Writes entry `index` of a ring the device reads (a command to a submission ring), if the
-/// ring has it.
-// Through the ring's address rather than a projection, which checks the index and the address
-// range on every command.
-#[inline(always)]
-pub(crate) fn write_entry<T: FromBytes + IntoBytes>(
-    ring: &mut Coherent<[T]>,
-    index: usize,
-    value: T,
-) -> Result {
-    if index >= ring.len() {
-        return Err(EINVAL);
-    }
-    // SAFETY: `index` is below the length, so the entry lies in the allocation, aligned for
-    // `T`; `ring` is borrowed exclusively, so no other CPU writes it meanwhile. The device reads
-    // it once told to by a doorbell write, which `writel` orders after this one.
-    unsafe { ring.as_mut_ptr().cast::<T>().add(index).write(value) };
-    Ok(())
-}
-
-/// Word `index` of memory shared with the device (a shadow doorbell or event index), read
-/// volatile as the kernel crate's projections read it; `None` past the end.
-// Through the allocation's address rather than a projection, which checks the index and the
-// address range: two or three accesses on every doorbell update.
-#[inline(always)]
-pub(crate) fn read_word(buf: &Coherent<[u32]>, index: usize) -> Option<u32> {
-    if index >= buf.len() {
-        return None;
-    }
-    // SAFETY: `index` is below the length, so the word lies in the allocation, aligned; the
-    // device writes it concurrently, hence volatile, as `Coherent`'s own accessors read.
-    Some(unsafe { buf.as_ptr().cast::<u32>().add(index).read_volatile() })
-}
-
-/// As [`read_word`], a write (nothing past the end).
-#[inline(always)]
-pub(crate) fn write_word(buf: &Coherent<[u32]>, index: usize, value: u32) {
-    if index < buf.len() {
-        // SAFETY: As in `read_word`; written volatile, as `Coherent`'s own accessors write.
-        unsafe {
-            buf.as_mut_ptr()
-                .cast::<u32>()
-                .add(index)
-                .write_volatile(value)
-        };
     }
 }
