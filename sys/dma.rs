@@ -379,15 +379,13 @@ impl<P: Default> Request<P> {
     #[inline(always)]
     fn unmap(&mut self, f: &Function, pool: Option<&SegmentPool>, meta: bool) {
         let part = self.mappings().part(meta);
-        // Asked first, so that an empty record (most requests' metadata) is not copied out.
-        if matches!(part, Mapped::Nothing) {
-            return;
-        }
-        let mapped = core::mem::take(part);
-        let dev = match &mapped {
+        // The device is read before the record is taken out, so that an empty record (most
+        // requests' metadata) is not copied.
+        let dev = match part {
             Mapped::Nothing => return,
             Mapped::Single { dev, .. } | Mapped::Iter { dev, .. } => *dev,
         };
+        let mapped = core::mem::take(part);
         if warn_on!(dev != f.dma_dev()) {
             return;
         }
