@@ -92,8 +92,8 @@ use crate::{
             Ctrl, //
         },
         pci::{
-            Doorbell,
             Function,
+            MappedDoorbell,
             Regs, //
         },
         sync::Waiter, //
@@ -208,7 +208,8 @@ struct Sq {
     tail: u16,
     /// Tail last announced to the controller.
     last_tail: u16,
-    doorbell: Doorbell,
+    /// From [`Queue::init`] to [`Queue::free_rings`].
+    doorbell: Option<MappedDoorbell>,
     shadow: Option<Shadow>,
     /// Commands placed on the ring (the statistics' `submitted`).
     submitted: Tally,
@@ -258,7 +259,8 @@ pub(crate) struct Cq {
     /// The ring and where its completions' command identifiers lead: under this lock, which
     /// every reap holds, so that finding a request costs no atomic access.
     ring: CompletionRing<Iod>,
-    doorbell: Doorbell,
+    /// From [`Queue::init`] to [`Queue::free_rings`].
+    doorbell: Option<MappedDoorbell>,
     shadow: Option<Shadow>,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
@@ -315,14 +317,14 @@ impl Queue {
                     depth: 0,
                     tail: 0,
                     last_tail: 0,
-                    doorbell: Doorbell::default(),
+                    doorbell: None,
                     shadow: None,
                     submitted: Tally::default(),
                     owns_vector: false,
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: CompletionRing::new(),
-                    doorbell: Doorbell::default(),
+                    doorbell: None,
                     shadow: None,
                     tallies: CqTallies::default(),
                     adaptive: Adaptive {
@@ -389,16 +391,18 @@ impl Queue {
         sq.ring.is_some() || sq.cmb_ring.is_some()
     }
 
-    /// Frees the rings (and the shadow doorbell slots): the controller no longer uses them.
+    /// Frees the rings (and the shadow doorbell slots) and lets go of the doorbells: the
+    /// controller no longer uses them, and the driver may unbind.
     pub(crate) fn free_rings(&self) {
         // Taken out under the locks, freed after them: freeing DMA memory needs interrupts on.
         let sq = {
             let mut sq = self.sq.lock();
-            (sq.shadow.take(), sq.ring.take(), sq.cmb_ring.take())
+            let rings = (sq.ring.take(), sq.cmb_ring.take());
+            (sq.doorbell.take(), sq.shadow.take(), rings)
         };
         let cq = {
             let mut cq = self.cq.lock();
-            (cq.shadow.take(), cq.ring.take())
+            (cq.doorbell.take(), cq.shadow.take(), cq.ring.take())
         };
         drop((sq, cq));
     }
@@ -422,6 +426,9 @@ impl Queue {
     /// starts both at 0, with phase 1, and knows the shadow doorbell slots if `shadow`.
     pub(crate) fn init(&self, stride: u32, shadow: Option<&Arc<ShadowDoorbells>>) {
         let db = Doorbells::of(self.qid, stride);
+        // Past the BAR (checked against the queue count) or once unbound: no doorbell to write.
+        let sq_doorbell = self.hw.regs.map_doorbell(db.sq_offset()).ok();
+        let cq_doorbell = self.hw.regs.map_doorbell(db.cq_offset()).ok();
         let slot = |index| {
             shadow.filter(|_| self.qid != 0).map(|b| Shadow {
                 buffers: b.clone(),
@@ -433,13 +440,13 @@ impl Queue {
             let mut sq = self.sq.lock();
             sq.tail = 0;
             sq.last_tail = 0;
-            sq.doorbell = Doorbell::at(db.sq_offset());
+            sq.doorbell = sq_doorbell;
             core::mem::replace(&mut sq.shadow, slot(db.sq_index))
         };
         self.tail_seen.store(0, Relaxed);
         let mut cq = self.cq.lock();
         cq.ring.restart();
-        cq.doorbell = Doorbell::at(db.cq_offset());
+        cq.doorbell = cq_doorbell;
         let old_cq = core::mem::replace(&mut cq.shadow, slot(db.cq_index));
         // Nothing is in flight on a new queue pair.
         cq.adaptive.completed = self.stats.submitted.get();
@@ -776,9 +783,8 @@ impl Queue {
             .shadow
             .as_ref()
             .is_none_or(|s| s.buffers.update(s.index, sq.tail));
-        if mmio {
-            // An error means the BAR is gone: the controller is being removed.
-            let _ = self.hw.regs.ring(sq.doorbell, sq.tail.into());
+        if let Some(doorbell) = sq.doorbell.as_ref().filter(|_| mmio) {
+            doorbell.write(sq.tail.into());
         }
         sq.last_tail = sq.tail;
     }
@@ -863,8 +869,8 @@ impl Queue {
             let mmio = shadow
                 .as_ref()
                 .is_none_or(|s| s.buffers.update(s.index, head));
-            if mmio {
-                let _ = self.hw.regs.ring(*doorbell, head.into());
+            if let Some(doorbell) = doorbell.as_ref().filter(|_| mmio) {
+                doorbell.write(head.into());
             }
             adaptive.completed = adaptive.completed.wrapping_add(n.into());
         }

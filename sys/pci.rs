@@ -10,6 +10,8 @@
 //! C headers: [`include/linux/pci.h`](srctree/include/linux/pci.h) and
 //! [`include/linux/dma-mapping.h`](srctree/include/linux/dma-mapping.h)
 
+use core::mem::ManuallyDrop;
+
 use kernel::{
     bindings,
     device::{
@@ -17,23 +19,36 @@ use kernel::{
         Core,
         Device, //
     },
+    devres::DevresLt,
     error::to_result,
     io::{
         Io,
         IoBackend,
         IoBase,
         IoCapable,
-        MmioBackend, //
+        Mmio,
+        MmioBackend,
+        MmioRaw, //
     },
     pci::{
         Bar,
-        Device as PciDevice,
-        DevresBar, //
+        Device as PciDevice, //
     },
     prelude::*,
     ptr::KnownSize,
     str::CStr,
-    sync::aref::ARef, //
+    sync::{
+        aref::ARef,
+        atomic::{
+            Acquire,
+            Atomic,
+            Relaxed,
+            Release, //
+        },
+        Arc, //
+    },
+    types::CovariantForLt,
+    warn_on, //
 };
 
 use super::ffi;
@@ -323,92 +338,129 @@ impl Function {
 
 /// The controller's registers (BAR0), revoked when the driver unbinds.
 pub(crate) struct Regs {
-    bar: DevresBar,
+    mapping: DevresLt<CovariantForLt!(Mapping<'_>)>,
+}
+
+/// BAR0's mapping as devres keeps it, with the count of doorbells mapped from it.
+struct Mapping<'a> {
+    /// Unmapped when devres drops the mapping with no doorbell held, kept (leaked) otherwise.
+    bar: ManuallyDrop<Bar<'a>>,
+    holds: Arc<Atomic<usize>>,
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        // Devres revokes the mapping before dropping it, after a grace period: every doorbell
+        // mapped inside its guard is counted by now.
+        if warn_on!(self.holds.load(Acquire) != 0) {
+            // A queue kept a doorbell past the unbind: leaving the BAR mapped (and the region
+            // requested) keeps its writes harmless.
+            pr_err!("a doorbell is held past unbind, BAR0 stays mapped\n");
+            return;
+        }
+        // SAFETY: `bar` is dropped here only, and `self` is not used after.
+        unsafe { ManuallyDrop::drop(&mut self.bar) };
+    }
 }
 
 impl Regs {
     /// Maps BAR0 whole (registers, doorbells, MSI-X table).
     pub(crate) fn map(pdev: &PciDevice<Core<'_>>) -> Result<Self> {
         let bar: Bar<'_> = pdev.iomap_region(0, c"nvme")?;
-        Ok(Self {
-            bar: bar.into_devres()?,
-        })
+        let mapping = Mapping {
+            bar: ManuallyDrop::new(bar),
+            holds: Arc::new(Atomic::new(0), GFP_KERNEL)?,
+        };
+        // SAFETY: `mapping` holds what `Bar::into_devres` hands devres (a reference to the
+        // bound device and the mapping, valid for the device's whole bound scope) and a count.
+        let mapping = unsafe { DevresLt::new(pdev.as_ref(), mapping) }?;
+        Ok(Self { mapping })
     }
 
     pub(crate) fn read32(&self, offset: usize) -> Result<u32> {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        (&*bar).try_read32(offset)
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        (&*mapping.bar).try_read32(offset)
     }
 
     pub(crate) fn write32(&self, offset: usize, value: u32) -> Result {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        (&*bar).try_write32(value, offset)
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        (&*mapping.bar).try_write32(value, offset)
     }
 
-    /// Writes a doorbell: the write of every submission and completion, so it checks only
-    /// that the BAR reaches the register (its alignment is the type's).
-    #[inline]
-    pub(crate) fn ring(&self, doorbell: Doorbell, value: u32) -> Result {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        let view = (&*bar).as_view();
-        let region = MmioBackend::as_ptr(view);
-        let offset = doorbell.offset();
-        // The size is a multiple of 4 (`Region`'s invariant), as is the offset: a register
-        // that starts below the end ends there at the latest.
-        if offset >= KnownSize::size(region) {
+    /// The doorbell register at `offset`, written without asking whether the BAR is still
+    /// mapped: while a [`MappedDoorbell`] is held, it is.
+    pub(crate) fn map_doorbell(&self, offset: usize) -> Result<MappedDoorbell> {
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        let region = MmioBackend::as_ptr((&*mapping.bar).as_view());
+        if offset % 4 != 0 || offset >= KnownSize::size(region) {
             return Err(EINVAL);
         }
-        let register = region.cast::<u8>().wrapping_add(offset).cast::<u32>();
-        // SAFETY: `register` is a projection of the view's pointer: the 32-bit word at
-        // `offset`, which lies in the region (checked above) and is aligned (a multiple of 4
-        // from a base aligned to 4, `Region`'s invariant).
-        let register = unsafe { MmioBackend::project_view(view, register) };
-        MmioBackend::io_write(register, value);
-        Ok(())
+        // Counted while the guard keeps devres from dropping the mapping.
+        mapping.holds.fetch_add(1, Relaxed);
+        Ok(MappedDoorbell {
+            register: MmioRaw::new(region.cast::<u8>().addr() + offset),
+            holds: mapping.holds.clone(),
+        })
     }
 
     /// A 64-bit register, read low half first (as `lo_hi_readq`).
     pub(crate) fn read64(&self, offset: usize) -> Result<u64> {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        let lo = (&*bar).try_read32(offset)?;
-        let hi = (&*bar).try_read32(offset + 4)?;
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        let bar = &*mapping.bar;
+        let lo = bar.try_read32(offset)?;
+        let hi = bar.try_read32(offset + 4)?;
         Ok(u64::from(hi) << 32 | u64::from(lo))
     }
 
     /// A 64-bit register, written low half first (as `lo_hi_writeq`).
     pub(crate) fn write64(&self, offset: usize, value: u64) -> Result {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        (&*bar).try_write32(value as u32, offset)?;
-        (&*bar).try_write32((value >> 32) as u32, offset + 4)
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        let bar = &*mapping.bar;
+        bar.try_write32(value as u32, offset)?;
+        bar.try_write32((value >> 32) as u32, offset + 4)
     }
 
     /// A 64-bit register, written high half first (as `hi_lo_writeq`): for registers that
     /// take effect when their low half is written.
     pub(crate) fn write64_hi_lo(&self, offset: usize, value: u64) -> Result {
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        (&*bar).try_write32((value >> 32) as u32, offset + 4)?;
-        (&*bar).try_write32(value as u32, offset)
+        let mapping = self.mapping.try_access().ok_or(ENODEV)?;
+        let bar = &*mapping.bar;
+        bar.try_write32((value >> 32) as u32, offset + 4)?;
+        bar.try_write32(value as u32, offset)
     }
 
     /// The mapped size; 0 once revoked.
     pub(crate) fn size(&self) -> usize {
-        self.bar.try_access().map_or(0, |bar| (&*bar).size())
+        self.mapping
+            .try_access()
+            .map_or(0, |mapping| (&*mapping.bar).size())
     }
 }
 
-/// A doorbell register of BAR0, 32-bit aligned by construction.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub(crate) struct Doorbell(u32);
+/// A doorbell register of BAR0, kept mapped while held: the write of every submission and
+/// completion, with nothing to check. Queues drop theirs when they free their rings, before
+/// the driver unbinds.
+pub(crate) struct MappedDoorbell {
+    /// A 32-bit aligned register inside the mapping.
+    register: MmioRaw<u32>,
+    holds: Arc<Atomic<usize>>,
+}
 
-impl Doorbell {
-    /// The register at `offset`, rounded down to a multiple of 4 (past 4 GiB: beyond any BAR
-    /// the writes reach).
-    pub(crate) fn at(offset: usize) -> Self {
-        Self(u32::try_from(offset).unwrap_or(u32::MAX) & !3)
+impl MappedDoorbell {
+    #[inline(always)]
+    pub(crate) fn write(&self, value: u32) {
+        // SAFETY: `register` is an aligned 32-bit register inside BAR0's mapping
+        // (`Regs::map_doorbell` checked both), and the mapping outlives `self`: devres unmaps
+        // it only when no doorbell is held, and leaves it mapped otherwise (`Mapping`'s drop).
+        let register = unsafe { Mmio::from_raw(self.register) };
+        MmioBackend::io_write(register, value);
     }
+}
 
-    pub(crate) fn offset(self) -> usize {
-        self.0 as usize
+impl Drop for MappedDoorbell {
+    fn drop(&mut self) {
+        // Release: the doorbell's writes come before the count that lets the BAR be unmapped.
+        self.holds.fetch_sub(1, Release);
     }
 }
 
