@@ -43,6 +43,22 @@ bind_cycles() {
     done
 }
 
+# Unbinds the null controller while its character device is open: nvme-core keeps the
+# controller, and with it the driver's queues, until the last close, past the unbind after
+# which devres unmaps BAR0. The queues must have let go of their doorbells before that (one
+# still held warns and keeps the BAR mapped). Then binds it again.
+unbind_held_open() {
+    ctrl=$(ctrl_of "$CTRL_NULL") || fail "no controller"
+    held=$(dmesg_count "held past unbind")
+    exec 3<"/dev/$ctrl" || fail "cannot open /dev/$ctrl"
+    unbind_adaptive "$CTRL_NULL" || fail "unbind with /dev/$ctrl open hung"
+    no_disks_or_irqs_left
+    [ "$(dmesg_count "held past unbind")" = "$held" ] || fail "a queue held a doorbell past the unbind"
+    exec 3<&-
+    echo "$CTRL_NULL" >$BIND || fail "bind after the close failed"
+    disk_of "$CTRL_NULL" 1 >/dev/null || fail "no disk after the bind"
+}
+
 # module_cycles N: N insmods (each binding the null controller) and rmmods, every second one with
 # I/O in flight and the disk open when rmmod is tried.
 module_cycles() {
@@ -115,6 +131,7 @@ stock_takes_it_back() {
 # requests in flight to cancel. Races that hit one cycle in many are the soak's (30 binds).
 check bind-unbind-6 bind_cycles 6
 check no-leaks-bound no_leaks_bound
+check unbind-held-open unbind_held_open
 check unbind-last nvme-bind "$CTRL_NULL" none
 # 4 loads, 2 with the disk open: the module's own state (its PCI driver, its CPU-hotplug states,
 # its debugfs directory) is made and removed at each, so a leak shows at the first unload and
