@@ -195,6 +195,30 @@ struct Shadow {
     index: usize,
 }
 
+/// How a ring's new tail or head reaches the controller: its register, held from
+/// [`Queue::init`] to [`Queue::free_rings`], and its shadow doorbell slot if it has one.
+#[derive(Default)]
+struct Doorbell {
+    register: Option<MappedDoorbell>,
+    shadow: Option<Shadow>,
+}
+
+impl Doorbell {
+    /// Announces `value`: in the shadow slot, and in the register unless the controller's
+    /// event index says it does not need the write.
+    #[inline(always)]
+    fn announce(&self, value: u16) {
+        if let Some(s) = &self.shadow {
+            if !s.buffers.update(s.index, value) {
+                return;
+            }
+        }
+        if let Some(register) = &self.register {
+            register.write(value.into());
+        }
+    }
+}
+
 struct Sq {
     /// The ring in host memory, or none: then in `cmb_ring`, or no ring at all. Two fields, not
     /// one of two kinds: a command's copy checks the host ring as it always did and reaches the
@@ -208,9 +232,7 @@ struct Sq {
     tail: u16,
     /// Tail last announced to the controller.
     last_tail: u16,
-    /// From [`Queue::init`] to [`Queue::free_rings`].
-    doorbell: Option<MappedDoorbell>,
-    shadow: Option<Shadow>,
+    doorbell: Doorbell,
     /// Commands placed on the ring (the statistics' `submitted`).
     submitted: Tally,
     /// The queue owns its vector, so it may poll and times its submissions: `own_irq`, kept
@@ -259,9 +281,7 @@ pub(crate) struct Cq {
     /// The ring and where its completions' command identifiers lead: under this lock, which
     /// every reap holds, so that finding a request costs no atomic access.
     ring: CompletionRing<Iod>,
-    /// From [`Queue::init`] to [`Queue::free_rings`].
-    doorbell: Option<MappedDoorbell>,
-    shadow: Option<Shadow>,
+    doorbell: Doorbell,
     pub(crate) tallies: CqTallies,
     pub(crate) adaptive: Adaptive,
 }
@@ -317,15 +337,13 @@ impl Queue {
                     depth: 0,
                     tail: 0,
                     last_tail: 0,
-                    doorbell: None,
-                    shadow: None,
+                    doorbell: Doorbell::default(),
                     submitted: Tally::default(),
                     owns_vector: false,
                 }),
                 cq <- new_spinlock_irq!(Cq {
                     ring: CompletionRing::new(),
-                    doorbell: None,
-                    shadow: None,
+                    doorbell: Doorbell::default(),
                     tallies: CqTallies::default(),
                     adaptive: Adaptive {
                         policy: Policy::new(),
@@ -397,12 +415,12 @@ impl Queue {
         // Taken out under the locks, freed after them: freeing DMA memory needs interrupts on.
         let sq = {
             let mut sq = self.sq.lock();
-            let rings = (sq.ring.take(), sq.cmb_ring.take());
-            (sq.doorbell.take(), sq.shadow.take(), rings)
+            let doorbell = core::mem::take(&mut sq.doorbell);
+            (doorbell, sq.ring.take(), sq.cmb_ring.take())
         };
         let cq = {
             let mut cq = self.cq.lock();
-            (cq.doorbell.take(), cq.shadow.take(), cq.ring.take())
+            (core::mem::take(&mut cq.doorbell), cq.ring.take())
         };
         drop((sq, cq));
     }
@@ -426,28 +444,27 @@ impl Queue {
     /// starts both at 0, with phase 1, and knows the shadow doorbell slots if `shadow`.
     pub(crate) fn init(&self, stride: u32, shadow: Option<&Arc<ShadowDoorbells>>) {
         let db = Doorbells::of(self.qid, stride);
-        // Past the BAR (checked against the queue count) or once unbound: no doorbell to write.
-        let sq_doorbell = self.hw.regs.map_doorbell(db.sq_offset()).ok();
-        let cq_doorbell = self.hw.regs.map_doorbell(db.cq_offset()).ok();
-        let slot = |index| {
-            shadow.filter(|_| self.qid != 0).map(|b| Shadow {
+        let doorbell = |offset, index| Doorbell {
+            // Past the BAR (checked against the queue count) or once unbound: no register.
+            register: self.hw.regs.map_doorbell(offset).ok(),
+            shadow: shadow.filter(|_| self.qid != 0).map(|b| Shadow {
                 buffers: b.clone(),
                 index,
-            })
+            }),
         };
+        let sq_doorbell = doorbell(db.sq_offset(), db.sq_index);
+        let cq_doorbell = doorbell(db.cq_offset(), db.cq_index);
         // Old slots are dropped after the locks: the last one frees DMA memory.
         let old_sq = {
             let mut sq = self.sq.lock();
             sq.tail = 0;
             sq.last_tail = 0;
-            sq.doorbell = sq_doorbell;
-            core::mem::replace(&mut sq.shadow, slot(db.sq_index))
+            core::mem::replace(&mut sq.doorbell, sq_doorbell)
         };
         self.tail_seen.store(0, Relaxed);
         let mut cq = self.cq.lock();
         cq.ring.restart();
-        cq.doorbell = cq_doorbell;
-        let old_cq = core::mem::replace(&mut cq.shadow, slot(db.cq_index));
+        let old_cq = core::mem::replace(&mut cq.doorbell, cq_doorbell);
         // Nothing is in flight on a new queue pair.
         cq.adaptive.completed = self.stats.submitted.get();
         drop(cq);
@@ -456,8 +473,8 @@ impl Queue {
 
     /// Stops using shadow doorbells (the controller refused them).
     pub(crate) fn drop_shadow(&self) {
-        let sq = self.sq.lock().shadow.take();
-        let cq = self.cq.lock().shadow.take();
+        let sq = self.sq.lock().doorbell.shadow.take();
+        let cq = self.cq.lock().doorbell.shadow.take();
         drop((sq, cq));
     }
 
@@ -779,13 +796,7 @@ impl Queue {
         if !ring_now && next(sq.tail, sq.depth) != sq.last_tail {
             return;
         }
-        let mmio = sq
-            .shadow
-            .as_ref()
-            .is_none_or(|s| s.buffers.update(s.index, sq.tail));
-        if let Some(doorbell) = sq.doorbell.as_ref().filter(|_| mmio) {
-            doorbell.write(sq.tail.into());
-        }
+        sq.doorbell.announce(sq.tail);
         sq.last_tail = sq.tail;
     }
 
@@ -847,7 +858,6 @@ impl Queue {
         let Cq {
             ring,
             doorbell,
-            shadow,
             adaptive,
             tallies: _,
         } = cq;
@@ -865,13 +875,7 @@ impl Queue {
             n = n.wrapping_add(1);
         }
         if n > 0 {
-            let head = ring.head();
-            let mmio = shadow
-                .as_ref()
-                .is_none_or(|s| s.buffers.update(s.index, head));
-            if let Some(doorbell) = doorbell.as_ref().filter(|_| mmio) {
-                doorbell.write(head.into());
-            }
+            doorbell.announce(ring.head());
             adaptive.completed = adaptive.completed.wrapping_add(n.into());
         }
         n
