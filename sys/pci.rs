@@ -449,9 +449,11 @@ pub(crate) struct MappedDoorbell {
 impl MappedDoorbell {
     #[inline(always)]
     pub(crate) fn write(&self, value: u32) {
-        // SAFETY: `register` is an aligned 32-bit register inside BAR0's mapping
-        // (`Regs::map_doorbell` checked both), and the mapping outlives `self`: devres unmaps
-        // it only when no doorbell is held, and leaves it mapped otherwise (`Mapping`'s drop).
+        // SAFETY: `register` is a 32-bit register inside BAR0's mapping, aligned
+        // (`Regs::map_doorbell` checked the offset against the BAR's size and for alignment, and
+        // the base is aligned, `Region`'s invariant), and the mapping outlives `self`: devres
+        // unmaps it only when no doorbell is held, and leaves it mapped otherwise (`Mapping`'s
+        // drop).
         let register = unsafe { Mmio::from_raw(self.register) };
         MmioBackend::io_write(register, value);
     }
