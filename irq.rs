@@ -43,11 +43,10 @@ impl Handler for Queue {
         if !params::adaptive() || !cq.adaptive.allowed() {
             return reaped > 0;
         }
-        let policy = &cq.adaptive.policy;
-        if policy.skip_lone_irq(reaped, || self.inflight(&cq)) {
+        let inflight = self.inflight(&cq);
+        if cq.adaptive.policy.skip_lone_irq(reaped, inflight) {
             return reaped > 0;
         }
-        let inflight = self.inflight(&cq);
         let Some(irq) = self.own_irq() else {
             return reaped > 0;
         };

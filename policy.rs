@@ -831,12 +831,12 @@ impl Policy {
     }
 
     /// Whether the caller may skip [`Policy::on_irq`], and the clock read for it, for an
-    /// interrupt that reaped `reaped` and left `inflight()`: while sampling, when the device held
+    /// interrupt that reaped `reaped` and left `inflight`: while sampling, when the device held
     /// at most one command, there was nothing to batch. The sample leaves such interrupts out
     /// (a run of them longer than the idle gap restarts it), and a queue at QD 1 does no policy
-    /// work per I/O (`inflight` is asked last, as its count costs the most).
-    pub(crate) fn skip_lone_irq(&self, reaped: u32, inflight: impl FnOnce() -> u32) -> bool {
-        self.stage == Stage::Sample && reaped <= 1 && inflight() == 0
+    /// work per I/O.
+    pub(crate) fn skip_lone_irq(&self, reaped: u32, inflight: u32) -> bool {
+        self.stage == Stage::Sample && reaped <= 1 && inflight == 0
     }
 
     /// The IRQ handler reaped at `now`; `inflight` remain outstanding. `cpu_idle_ns` reads the

@@ -529,7 +529,7 @@ impl Model {
         self.out.reaped_by_irq += u64::from(n);
         let mut fixed = self.costs.irq_ns;
         // As the driver's handler: a lone completion skips the rest of the policy.
-        let skipped = self.pol.skip_lone_irq(n, || self.inflight) && self.fixed_wait.is_none();
+        let skipped = self.pol.skip_lone_irq(n, self.inflight) && self.fixed_wait.is_none();
         let decide = |m: &mut Self| match m.fixed_wait {
             Some(wait_ns) if m.inflight > 0 => Action::StartPolling { wait_ns },
             Some(_) => Action::Stay,
