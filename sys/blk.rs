@@ -39,10 +39,7 @@ use kernel::{
     warn_on, //
 };
 
-use super::{
-    coherent,
-    ffi, //
-};
+use super::ffi;
 use crate::cmd::{
     Command,
     Completion,
@@ -820,8 +817,16 @@ impl<P> Drop for Tags<P> {
 /// ([`Found::complete`]) before the next entry: a request reached here is one the device
 /// completed, never one a caller named, which could be held elsewhere (`queue_rq` between
 /// setting its command up and copying it to the submission ring).
+///
+/// # Invariants
+///
+/// `depth` is at most the length of `ring`, and 0 without one; with one, `entries` is its first
+/// entry.
 pub(crate) struct CompletionRing<P> {
     ring: Option<Coherent<[Completion]>>,
+    /// `ring`'s entries, so that finding the next one bounds its index by `depth` alone and
+    /// does not test for the ring first (it runs twice per interrupt).
+    entries: NonNull<Completion>,
     /// Entries of `ring` in use: its length, up to `u16::MAX`.
     depth: u16,
     head: u16,
@@ -829,10 +834,15 @@ pub(crate) struct CompletionRing<P> {
     tags: Tags<P>,
 }
 
+// SAFETY: `entries` addresses only the ring the value owns, which may be used from any CPU;
+// `Tags` are `Send` as `P` is.
+unsafe impl<P: Send> Send for CompletionRing<P> {}
+
 impl<P: Default> CompletionRing<P> {
     pub(crate) const fn new() -> Self {
         Self {
             ring: None,
+            entries: NonNull::dangling(),
             depth: 0,
             head: 0,
             phase: 1,
@@ -843,13 +853,18 @@ impl<P: Default> CompletionRing<P> {
     /// Takes `ring` as the queue's, for the controller to post to once it is given its bus
     /// address; [`CompletionRing::restart`] before.
     pub(crate) fn install(&mut self, ring: Coherent<[Completion]>) {
-        self.depth = u16::try_from(ring.len()).unwrap_or(u16::MAX);
+        // A successful allocation is never at address 0; were it, the ring would have no entry.
+        (self.entries, self.depth) = match NonNull::new(ring.as_mut_ptr().cast()) {
+            Some(entries) => (entries, u16::try_from(ring.len()).unwrap_or(u16::MAX)),
+            None => (NonNull::dangling(), 0),
+        };
         self.ring = Some(ring);
     }
 
     /// Gives the ring up (the controller no longer uses it).
     pub(crate) fn take(&mut self) -> Option<Coherent<[Completion]>> {
         self.depth = 0;
+        self.entries = NonNull::dangling();
         self.ring.take()
     }
 
@@ -892,17 +907,20 @@ impl<P: Default> CompletionRing<P> {
         self.head
     }
 
-    /// Entry `index`, if the ring has it (see [`coherent::entry`]).
+    /// Entry `index`, if the ring has it: then the pointer lies in the ring, aligned, and is
+    /// valid for as long as `self` is.
     #[inline(always)]
     fn entry(&self, index: u16) -> Option<*mut Completion> {
-        coherent::entry(self.ring.as_ref()?, usize::from(index))
+        // Below `depth`, the ring's length or less (type invariant), `wrapping_add` is the
+        // in-bounds offset from its first entry.
+        (index < self.depth).then(|| self.entries.as_ptr().wrapping_add(usize::from(index)))
     }
 
     /// The entry at `head` if the controller posted it (its phase tag is the current one).
     #[inline(always)]
     fn posted(&self) -> Option<*mut Completion> {
         let entry = self.entry(self.head)?;
-        // SAFETY: An entry of the ring, aligned (`coherent::entry`), which lives as long as
+        // SAFETY: An entry of the ring, aligned (`CompletionRing::entry`), which lives as long as
         // `self`'s borrow; the controller writes it, hence read volatile.
         let status = unsafe { addr_of!((*entry).status).read_volatile() };
         (Completion::phase(status) == self.phase).then_some(entry)

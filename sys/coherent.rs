@@ -15,7 +15,7 @@ use kernel::{
 /// Entry `index` of `buf`, if it has one: then the pointer lies in the allocation, aligned for
 /// `T`, and is valid for as long as `buf` is.
 #[inline(always)]
-pub(super) fn entry<T>(buf: &Coherent<[T]>, index: usize) -> Option<*mut T> {
+fn entry<T>(buf: &Coherent<[T]>, index: usize) -> Option<*mut T> {
     // Below the length, `wrapping_add` is the in-bounds offset (and needs no `unsafe`).
     (index < buf.len()).then(|| buf.as_mut_ptr().cast::<T>().wrapping_add(index))
 }
