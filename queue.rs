@@ -694,7 +694,7 @@ impl Queue {
     fn submit_request(&self, mut rq: Request<Iod>, ring_now: bool) -> Result<(), Request<Iod>> {
         let retried = rq.retries() > 0;
         let mut sq = self.sq.lock();
-        rq.pdu().submitted_ns = self.submission_time(&sq, &rq, retried, &mut None);
+        self.stamp_submission(&sq, &mut rq, retried, &mut None);
         self.copy_request(&mut sq, rq)?;
         sq.submitted.add(1, &self.stats.submitted);
         if retried {
@@ -715,7 +715,7 @@ impl Queue {
             let mut any = false;
             while let Some(mut rq) = list.pop() {
                 let retried = rq.retries() > 0;
-                rq.pdu().submitted_ns = self.submission_time(&sq, &rq, retried, &mut now);
+                self.stamp_submission(&sq, &mut rq, retried, &mut now);
                 if let Err(rq) = self.copy_request(&mut sq, rq) {
                     list.push(rq);
                     break;
@@ -736,27 +736,27 @@ impl Queue {
         }
     }
 
-    /// The time to record for a submission: only a queue that may poll measures its latency,
-    /// and only while adaptive polling is on (otherwise 0, which its completion skips; a
-    /// request submitted before polling was turned on is simply not timed). blk-mq's stamp
-    /// serves where it is the submission's (not for a retry, whose stamp is the first
-    /// attempt's): it reads the clock once per plug, not once per command. Otherwise the clock
-    /// is read once per call site, kept in `now`.
+    /// Records a prepared request's submission time: only a queue that may poll measures its
+    /// latency, and only while adaptive polling is on (otherwise the time stays 0 from
+    /// [`Queue::prep`], which its completion skips; a request submitted before polling was
+    /// turned on is simply not timed). blk-mq's stamp serves where it is the submission's (not
+    /// for a retry, whose stamp is the first attempt's): it reads the clock once per plug, not
+    /// once per command. Otherwise the clock is read once per call site, kept in `now`.
     #[inline]
-    fn submission_time(
+    fn stamp_submission(
         &self,
         sq: &Sq,
-        rq: &Request<Iod>,
+        rq: &mut Request<Iod>,
         retried: bool,
         now: &mut Option<u64>,
-    ) -> u64 {
+    ) {
         if !sq.owns_vector || !params::adaptive() {
-            return 0;
+            return;
         }
-        match rq.accounted_since_ns().filter(|_| !retried) {
+        rq.pdu().submitted_ns = match rq.accounted_since_ns().filter(|_| !retried) {
             Some(stamp) => stamp,
             None => *now.get_or_insert_with(blk::clock_ns),
-        }
+        };
     }
 
     /// Copies a request's command to the ring: the request is the device's from here (its
