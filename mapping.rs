@@ -235,14 +235,12 @@ impl Iod {
 }
 
 /// Undoes [`map_direct`] (or a [`map`] that took nothing from the pools, see
-/// [`Iod::is_direct`]).
+/// [`Iod::is_direct`]). The request's own records (`None` or `Single`) hold nothing to free
+/// and stay as they are until its next preparation: unmapping again finds nothing mapped.
 #[inline(always)]
 pub(crate) fn unmap_direct(f: &Function, rq: &mut Request<Iod>) {
     rq.unmap_meta(f, None);
     rq.unmap_data(f, None);
-    let pdu = rq.pdu();
-    pdu.meta = Meta::None;
-    pdu.data = Data::None;
 }
 
 /// Maps a request's data and metadata and points its command at them. On error, nothing stays
