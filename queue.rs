@@ -75,7 +75,10 @@ use crate::{
             Status,
             Tags, //
         },
-        coherent,
+        coherent::{
+            self,
+            Ring, //
+        },
         dma::{
             P2pArray,
             Unbindable, //
@@ -221,9 +224,9 @@ impl Doorbell {
 
 struct Sq {
     /// The ring in host memory, or none: then in `cmb_ring`, or no ring at all. Two fields, not
-    /// one of two kinds: a command's copy checks the host ring as it always did and reaches the
-    /// CMB only without one, so a queue in host memory pays nothing for the CMB.
-    ring: Option<Coherent<[Command]>>,
+    /// one of two kinds: a command's copy tries the host ring first and reaches the CMB only
+    /// without one, so a queue in host memory pays nothing for the CMB.
+    ring: Ring<Command>,
     /// The ring in the controller's memory buffer (peer-to-peer memory), with `use_cmb_sqes`.
     cmb_ring: Option<P2pArray<Command>>,
     /// Ring entries per command: 2 for controllers with 128-byte entries.
@@ -331,7 +334,7 @@ impl Queue {
                 qid,
                 hw,
                 sq <- new_spinlock!(Sq {
-                    ring: None,
+                    ring: Ring::none(),
                     cmb_ring: None,
                     slots_per_entry: 1,
                     depth: 0,
@@ -389,8 +392,8 @@ impl Queue {
             .then(|| P2pArray::alloc(&self.hw.pci, entries))
             .flatten();
         let host_ring = match in_cmb {
-            Some(_) => None,
-            None => Some(Coherent::<Command>::zeroed_slice(dev, entries, GFP_KERNEL)?),
+            Some(_) => Ring::none(),
+            None => Ring::new(Coherent::<Command>::zeroed_slice(dev, entries, GFP_KERNEL)?),
         };
         let cq_ring = Coherent::<Completion>::zeroed_slice(dev, depth.into(), GFP_KERNEL)?;
         {
@@ -406,7 +409,7 @@ impl Queue {
 
     pub(crate) fn has_rings(&self) -> bool {
         let sq = self.sq.lock();
-        sq.ring.is_some() || sq.cmb_ring.is_some()
+        sq.ring.buf().is_some() || sq.cmb_ring.is_some()
     }
 
     /// Frees the rings (and the shadow doorbell slots) and lets go of the doorbells: the
@@ -433,7 +436,7 @@ impl Queue {
     pub(crate) fn ring_dma(&self) -> Option<(u64, u64)> {
         let sq = {
             let sq = self.sq.lock();
-            let host = sq.ring.as_ref().map(Coherent::dma_address);
+            let host = sq.ring.buf().map(Coherent::dma_address);
             host.or_else(|| sq.cmb_ring.as_ref().map(P2pArray::bus_address))?
         };
         let cq = self.cq.lock().ring.dma_address()?;
@@ -778,11 +781,14 @@ impl Queue {
         // `tail` is below `depth`, so this does not overflow (nor would it matter: the write
         // checks the slot).
         let slot = usize::from(sq.tail).wrapping_mul(sq.slots_per_entry);
-        let written = match (sq.ring.as_mut(), sq.cmb_ring.as_mut()) {
-            (Some(ring), _) => coherent::write_owned(ring, slot, *cmd),
-            (None, Some(cmb)) => cmb.write(slot, *cmd),
-            (None, None) => Err(EIO),
-        };
+        // Without a host ring, whose length is then 0, the slot is the CMB's.
+        let written = sq
+            .ring
+            .write_owned(slot, *cmd)
+            .or_else(|_| match sq.cmb_ring.as_mut() {
+                Some(cmb) => cmb.write(slot, *cmd),
+                None => Err(EIO),
+            });
         written.map_err(|_| Status::ioerr())?;
         sq.tail = next(sq.tail, sq.depth);
         self.tail_seen.store(sq.tail as i16, Relaxed);

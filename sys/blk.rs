@@ -39,7 +39,10 @@ use kernel::{
     warn_on, //
 };
 
-use super::ffi;
+use super::{
+    coherent::Ring,
+    ffi, //
+};
 use crate::cmd::{
     Command,
     Completion,
@@ -817,16 +820,8 @@ impl<P> Drop for Tags<P> {
 /// ([`Found::complete`]) before the next entry: a request reached here is one the device
 /// completed, never one a caller named, which could be held elsewhere (`queue_rq` between
 /// setting its command up and copying it to the submission ring).
-///
-/// # Invariants
-///
-/// `depth` is at most the length of `ring`, and 0 without one; with one, `entries` is its first
-/// entry.
 pub(crate) struct CompletionRing<P> {
-    ring: Option<Coherent<[Completion]>>,
-    /// `ring`'s entries, so that finding the next one bounds its index by `depth` alone and
-    /// does not test for the ring first (it runs twice per interrupt).
-    entries: NonNull<Completion>,
+    ring: Ring<Completion>,
     /// Entries of `ring` in use: its length, up to `u16::MAX`.
     depth: u16,
     head: u16,
@@ -834,15 +829,10 @@ pub(crate) struct CompletionRing<P> {
     tags: Tags<P>,
 }
 
-// SAFETY: `entries` addresses only the ring the value owns, which may be used from any CPU;
-// `Tags` are `Send` as `P` is.
-unsafe impl<P: Send> Send for CompletionRing<P> {}
-
 impl<P: Default> CompletionRing<P> {
     pub(crate) const fn new() -> Self {
         Self {
-            ring: None,
-            entries: NonNull::dangling(),
+            ring: Ring::none(),
             depth: 0,
             head: 0,
             phase: 1,
@@ -853,23 +843,18 @@ impl<P: Default> CompletionRing<P> {
     /// Takes `ring` as the queue's, for the controller to post to once it is given its bus
     /// address; [`CompletionRing::restart`] before.
     pub(crate) fn install(&mut self, ring: Coherent<[Completion]>) {
-        // A successful allocation is never at address 0; were it, the ring would have no entry.
-        (self.entries, self.depth) = match NonNull::new(ring.as_mut_ptr().cast()) {
-            Some(entries) => (entries, u16::try_from(ring.len()).unwrap_or(u16::MAX)),
-            None => (NonNull::dangling(), 0),
-        };
-        self.ring = Some(ring);
+        self.ring = Ring::new(ring);
+        self.depth = u16::try_from(self.ring.len()).unwrap_or(u16::MAX);
     }
 
     /// Gives the ring up (the controller no longer uses it).
     pub(crate) fn take(&mut self) -> Option<Coherent<[Completion]>> {
         self.depth = 0;
-        self.entries = NonNull::dangling();
         self.ring.take()
     }
 
     pub(crate) fn dma_address(&self) -> Option<u64> {
-        self.ring.as_ref().map(Coherent::dma_address)
+        self.ring.buf().map(Coherent::dma_address)
     }
 
     /// Hands out no entry, until [`CompletionRing::restart`]: the requests of the tag set may
@@ -884,7 +869,7 @@ impl<P: Default> CompletionRing<P> {
         self.tags.reopen();
         self.head = 0;
         self.phase = 1;
-        if let Some(ring) = self.ring.as_ref() {
+        if let Some(ring) = self.ring.buf() {
             for i in 0..ring.len() {
                 // An old entry with the current phase would look freshly posted.
                 let _ = Self::clear(ring, i);
@@ -907,20 +892,17 @@ impl<P: Default> CompletionRing<P> {
         self.head
     }
 
-    /// Entry `index`, if the ring has it: then the pointer lies in the ring, aligned, and is
-    /// valid for as long as `self` is.
+    /// Entry `index`, if the ring has it (see [`Ring::entry`]).
     #[inline(always)]
     fn entry(&self, index: u16) -> Option<*mut Completion> {
-        // Below `depth`, the ring's length or less (type invariant), `wrapping_add` is the
-        // in-bounds offset from its first entry.
-        (index < self.depth).then(|| self.entries.as_ptr().wrapping_add(usize::from(index)))
+        self.ring.entry(usize::from(index))
     }
 
     /// The entry at `head` if the controller posted it (its phase tag is the current one).
     #[inline(always)]
     fn posted(&self) -> Option<*mut Completion> {
         let entry = self.entry(self.head)?;
-        // SAFETY: An entry of the ring, aligned (`CompletionRing::entry`), which lives as long as
+        // SAFETY: An entry of the ring, aligned (`Ring::entry`), which lives as long as
         // `self`'s borrow; the controller writes it, hence read volatile.
         let status = unsafe { addr_of!((*entry).status).read_volatile() };
         (Completion::phase(status) == self.phase).then_some(entry)
