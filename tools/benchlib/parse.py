@@ -143,6 +143,9 @@ def fio_figures(fio, workload):
         "lat_p999_us": p(99.9),
         "lat_p9999_us": p(99.99),
         "lat_max_us": clat["max"] / 1000.0 if "max" in clat else None,
+        # When the job ran, on the guest's real-time clock (tools/bench --host-profile).
+        "job_start_ms": job.get("job_start"),
+        "job_runtime_ms": job.get("job_runtime"),
         "fio_usr_cpu": job["usr_cpu"],
         "fio_sys_cpu": job["sys_cpu"],
         "fio_error": job.get("error", 0),

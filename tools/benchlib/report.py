@@ -10,7 +10,7 @@ import math
 import os
 import statistics
 
-from . import matrix
+from . import hostprof, matrix
 
 LABELS = {
     "stock": "nvme (interrupts)",
@@ -74,7 +74,7 @@ METRICS = [
     "other_mmio_per_io",
     "cfg_per_io",
     "msix_messages_per_io",
-]
+] + list(hostprof.FIELDS)
 
 # The columns of the host-cost accounting (tools/bench --insns): metric, heading, decimals.
 ACCOUNTING = (
@@ -285,6 +285,27 @@ def accounting_table(summary):
     return lines + [""]
 
 
+def host_time_table(summary):
+    """Where the host's time per I/O went (tools/bench --host-profile), medians over the
+    repetitions of every unthrottled cell: by QEMU thread and kind of code, and in all, with its
+    ratio to stock's and its spread."""
+    keys = [k for k in summary if kind_of(k) != "rate" and "host_us_per_io" in summary[k]]
+    if not keys:
+        return []
+    lines = ["### Host time per I/O, µs (perf samples of QEMU's threads)", "",
+             "| cell | configuration | " + " | ".join(h for _, h in hostprof.KINDS)
+             + " | all (min–max) | spread | × stock |",
+             "|---|---|" + "---:|" * (len(hostprof.KINDS) + 3)]
+    for key in sorted(keys, key=cell_order):
+        m = summary[key]
+        t = m["host_us_per_io"]
+        lines.append("| %s QD %d, %s, %d ctrl | %s | %s | %s (%s–%s) | %s | %s |" % (
+            key[0], key[3], matrix.placement_label(key[1]), key[2], LABELS.get(key[5], key[5]),
+            " | ".join(med(m, f, 1) for f, _ in hostprof.KINDS), fmt(t["median"], 1), fmt(t["min"], 1),
+            fmt(t["max"], 1), spread(m, "host_us_per_io"), fmt(ratio(summary, key, "host_us_per_io"), 2)))
+    return lines + [""]
+
+
 def driver_functions(samples):
     """Per unthrottled cell, the driver's functions by instructions per I/O (median over the
     repetitions), each configuration side by side."""
@@ -336,6 +357,7 @@ def markdown(summary, samples=(), note=None):
     for group in groups(summary, "rate"):
         lines += rate_tables(summary, group)
     lines += insns_table(summary) + accounting_table(summary) + driver_functions(samples)
+    lines += host_time_table(summary)
     n, ok, wi, wq = precision(summary)
     if n:
         lines += ["Spread (max/min − 1 over the repetitions): %d of %d cells within %d%% for both IOPS and "

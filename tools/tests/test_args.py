@@ -1,6 +1,7 @@
 import contextlib
 import io
 import unittest
+from unittest import mock
 
 from benchlib import matrix, params
 from tests.fixtures import load_script
@@ -145,6 +146,13 @@ class Arguments(unittest.TestCase):
         cells, _ = check("--drivers", "stock,adaptive-off")
         self.assertEqual({c.driver for c in cells}, {"stock", "adaptive-off"})
 
+    def test_host_profile_needs_perf_and_host_timing(self):
+        with mock.patch.object(bench.shutil, "which", return_value="/usr/bin/perf"):
+            check("--host-profile", "--timing", "host")
+            check("--host-profile")
+        with mock.patch.object(bench.shutil, "which", return_value=None), self.assertRaises(bench.Usage):
+            check("--host-profile", "--timing", "host")
+
     def test_bad_values_are_usage_errors(self):
         for argv in (["--qd", "0"], ["--qd", "x"], ["--reps", "0"], ["--runtime", "4000"], ["--workloads", "seqread"], ["--drivers", "stock,spdk"],
                      ["--params", "target_batch=1"], ["--params", "max_delay_us=100001"], ["--params", "nosuch=1"],
@@ -154,6 +162,8 @@ class Arguments(unittest.TestCase):
                      ["--device", "01:00.0", "--kernel", "debug"],
                      ["--device", "01:00.0", "--dbcs", "off"], ["--device", "01:00.0", "--pin-vcpus"],
                      ["--device", "01:00.0", "--icount", "shift=3"], ["--device", "01:00.0", "--insns"],
+                     ["--device", "01:00.0", "--host-profile"],
+                     ["--host-profile", "--timing", "instructions", "--latency", "0"],
                      ["--device", "01:00.0", "--timing", "host"], ["--icount", "shift=3"],
                      ["--icount", "shift=3", "--latency", "0,200"], ["--timing", "instructions", "--latency", "200"],
                      ["--insns"], ["--insns", "--timing", "instructions"], ["--insns", "--timing", "both"],
