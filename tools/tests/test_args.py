@@ -164,6 +164,7 @@ class Arguments(unittest.TestCase):
                      ["--device", "01:00.0", "--icount", "shift=3"], ["--device", "01:00.0", "--insns"],
                      ["--device", "01:00.0", "--host-profile"],
                      ["--host-profile", "--timing", "instructions", "--latency", "0"],
+                     ["--host-profile", "--timing", "host", "--icount", "shift=3", "--latency", "0"],
                      ["--device", "01:00.0", "--timing", "host"], ["--icount", "shift=3"],
                      ["--icount", "shift=3", "--latency", "0,200"], ["--timing", "instructions", "--latency", "200"],
                      ["--insns"], ["--insns", "--timing", "instructions"], ["--insns", "--timing", "both"],
