@@ -120,6 +120,16 @@ class Verdict(unittest.TestCase):
         self.assertIn("guest/finished", out)
         self.assertIn("guest/results : no result block", out)
 
+    def test_hang_fails(self):
+        hang = "NVA-HOST-HANG no console output for 300 s; CPU#0 pv_native_safe_halt+0x16 (CPL 0, halted)"
+        code, _, out = judge(console(["NVA-RESULT PASS io/a"]) + hang + "\n", suites="io")
+        self.assertEqual(code, 1, out)
+        self.assertIn("guest/hang : tools/vm ended the guest as hung: no console output for 300 s; CPU#0", out)
+
+    def test_heartbeat_passes(self):
+        code, _, out = judge(console(["NVA-RESULT PASS io/a"], live=["NVA-ALIVE 61.05 s"]), suites="io")
+        self.assertEqual(code, 0, out)
+
     def test_empty_block_fails(self):
         code, _, out = judge(console([], lines=[]), suites="io")
         self.assertEqual(code, 1)
