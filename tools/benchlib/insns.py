@@ -89,10 +89,17 @@ class Symbols:
         self.table = table
 
     def lookup(self, pc):
+        found = self.locate(pc)
+        return (found[0], found[1]) if found else ("?", None)
+
+    def locate(self, pc):
+        """(symbol, module, the symbol's address) of the symbol pc lies in, None below the
+        first."""
         i = bisect.bisect_right(self.addresses, pc) - 1
         if i < 0:
-            return "?", None
-        return self.table[i][1], self.table[i][2]
+            return None
+        address, name, module = self.table[i]
+        return name, module, address
 
 
 def read_counts(lines):
