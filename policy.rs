@@ -656,6 +656,8 @@ pub(crate) struct Policy {
     slow_windows: u32,
     /// When the current run of such windows began.
     slow_since: u64,
+    /// How long the gain held before the slow windows that lost it (0 unless it was lost).
+    gain_held_ns: u64,
     /// The mean gap over the episode's windows (a moving average): the rate the loss is
     /// judged by, steadier than one window's.
     smooth_gap_ns: u64,
@@ -758,6 +760,7 @@ impl Policy {
             climbing: true,
             slow_windows: 0,
             slow_since: 0,
+            gain_held_ns: 0,
             smooth_gap_ns: 0,
             climb_wait_ns: u64::MAX,
             gain: false,
@@ -1003,6 +1006,7 @@ impl Policy {
         self.last_window_gap_ns = 0;
         self.climbing = true;
         self.slow_windows = 0;
+        self.gain_held_ns = 0;
         self.smooth_gap_ns = 0;
         self.climb_wait_ns = if probe { plan.wait_ns } else { u64::MAX };
         self.gain = false;
@@ -1164,6 +1168,7 @@ impl Policy {
                 if self.slow_windows >= GAIN_LOST_WINDOWS || gap >= reference.saturating_mul(2) {
                     self.gain = false;
                     self.probed = true;
+                    self.gain_held_ns = self.slow_since.saturating_sub(self.episode_start);
                     self.episode_start = self.slow_since;
                     return Some(Ending::Stalled);
                 }
@@ -1540,6 +1545,14 @@ impl Policy {
         self.est.credit_holdoff = self.est.depth_x16 / 16;
         // A probe that ends before its judgment showed nothing.
         let paid_off = !self.probe && self.episode_paid_off();
+        // A gain lost after it held long enough to have earned what the slow stretch that lost
+        // it can have cost (it was confirmed GAIN_PERCENT faster than interrupts, the stretch
+        // lost at most all of its time) is sampled again at once, as a stall after polls that paid: a
+        // busy host or a burst elsewhere must not give up the gain for a backoff's length.
+        // Lost again sooner, the gain backs off as a failed probe.
+        let gain_covers_loss = self.gain_held_ns > 0
+            && self.gain_held_ns.saturating_mul(GAIN_PERCENT)
+                >= now.saturating_sub(self.episode_start).saturating_mul(100);
         if ending == Ending::Resample {
             self.est.forget_rate();
         }
@@ -1561,9 +1574,9 @@ impl Policy {
             }
             // The load drained, or thinned out or paused after polls that paid: a fresh sample
             // on interrupts tells which, at no more than a sample's cost. (A gain lost is a
-            // failed probe, however much its polls reaped.)
+            // failed probe, however much its polls reaped, unless the gain covers it.)
             Ending::Idle | Ending::Stalled
-                if paid_off && (ending == Ending::Idle || !self.probed) =>
+                if paid_off && (ending == Ending::Idle || !self.probed || gain_covers_loss) =>
             {
                 self.failures = 0;
                 0

@@ -885,6 +885,27 @@ fn paced_by_the_cpu_an_episode_no_faster_than_interrupts_loses_the_gain() {
 }
 
 #[test]
+fn paced_by_the_cpu_a_gain_that_covers_its_loss_samples_again_at_once() {
+    let (mut pol, now) = paced_by_cpu();
+    // The gain holds for a while (an 800 ns gap against interrupts' 1 us) ...
+    let (now, action) = poll_at_rate(&mut pol, now, 900, 800, CPU_LATENCY);
+    assert!(matches!(action, Action::Rearm { .. }), "{action:?}");
+    // ... then a window at less than half the rate (a busy host) loses it. It held long enough
+    // to have earned what that window can have cost: the queue samples again at once, with no
+    // failure counted.
+    let (_, action) = poll_at_rate(&mut pol, now, 1_000, 2_500, CPU_LATENCY);
+    assert_eq!(
+        action,
+        Action::StopPolling {
+            ending: Ending::Stalled
+        }
+    );
+    assert!(!pol.paced_by_cpu());
+    assert_eq!(pol.stage(), Stage::Sample);
+    assert_eq!(pol.failures(), 0);
+}
+
+#[test]
 fn where_interrupts_reap_most_completions_polls_may_add_more_than_the_budget() {
     let mut pol = Policy::new();
     // A 20 us device: the budget's 2 us allows a 4 us wait, shorter than the 6 us a paying
