@@ -885,10 +885,6 @@ impl Policy {
             self.sample_start = None;
             return Action::Stay;
         }
-        let Some(start) = self.sample_start else {
-            self.restart_sample(now);
-            return Action::Stay;
-        };
         // Before the first sample ends, the completions at hand are the only latency known: a
         // device slower than the idle floor must not look idle between its completions. (Their
         // mean is only worked out for a gap that already looks idle, and the idle time only for
@@ -905,6 +901,10 @@ impl Policy {
             self.restart_sample(now);
             return Action::Stay;
         }
+        let Some(start) = self.sample_start else {
+            self.restart_sample(now);
+            return Action::Stay;
+        };
         let (busy_since, idle_since) =
             *self.sample_idle.get_or_insert_with(|| (now, cpu_idle_ns()));
         self.est.count_completions(reaped.count.into(), false);
@@ -1631,7 +1631,11 @@ impl Policy {
         self.backoff_ns = backoff;
         self.backoff_irqs = 0;
         if backoff == 0 {
+            // The sample begins at the next interrupt: until then the queue still runs at the
+            // episode's pace (a closed loop's application works through what the last poll
+            // reaped, with nothing in flight), which is not interrupts' pace.
             self.restart_sample(now);
+            self.sample_start = None;
         } else {
             self.stage = Stage::Backoff;
             self.backoff_until = now.saturating_add(backoff);

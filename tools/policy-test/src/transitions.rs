@@ -579,6 +579,34 @@ fn idle_after_a_good_episode_returns_straight_to_sampling() {
 }
 
 #[test]
+fn a_sample_after_an_episode_begins_at_its_first_interrupt() {
+    let p = params();
+    let (mut pol, now) = polling();
+    let now = keep_up(&mut pol, now, JUDGE_POLLS);
+    let end = now + WAIT;
+    let a = pol.on_timer_idle(end, 0, timed(32, LATENCY + WAIT / 2), 0, &p);
+    assert_eq!(
+        a,
+        Action::StopPolling {
+            ending: Ending::Idle
+        }
+    );
+    // A closed loop's application works through what the last poll reaped before it submits
+    // again: the first interrupt comes 200 us later, then one every EVERY. That wait is the
+    // episode's pace, not interrupts': the sample's rate is theirs alone.
+    let first = end + 200 * US;
+    for i in 0..4 {
+        assert_eq!(
+            pol.on_irq_idle(first + i * EVERY, timed(4, LATENCY), 32, &p),
+            Action::Stay
+        );
+    }
+    // The fifth ends the sample (which may start an episode).
+    let _ = pol.on_irq_idle(first + 4 * EVERY, timed(4, LATENCY), 32, &p);
+    assert_eq!(rate_per_sec(pol.estimates().gap_ns), 1_000_000);
+}
+
+#[test]
 fn a_burst_drained_in_a_few_polls_pays_off() {
     let p = params();
     let (mut pol, now) = polling();
