@@ -1547,9 +1547,9 @@ impl Policy {
         let paid_off = !self.probe && self.episode_paid_off();
         // A gain lost after it held long enough to have earned what the slow stretch that lost
         // it can have cost (it was confirmed GAIN_PERCENT faster than interrupts, the stretch
-        // lost at most all of its time) is sampled again at once, as a stall after polls that paid: a
-        // busy host or a burst elsewhere must not give up the gain for a backoff's length.
-        // Lost again sooner, the gain backs off as a failed probe.
+        // lost at most all of its time) is sampled again at once, as a stall after polls that
+        // paid: a busy host or a burst elsewhere must not give up the gain for a backoff's
+        // length. Lost again sooner, the gain backs off as a failed probe.
         let gain_covers_loss = self.gain_held_ns > 0
             && self.gain_held_ns.saturating_mul(GAIN_PERCENT)
                 >= now.saturating_sub(self.episode_start).saturating_mul(100);
