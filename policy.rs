@@ -1024,6 +1024,8 @@ impl Policy {
     /// A probe beat interrupts' rate measured afresh after it: the CPU sets the pace, so the
     /// queue polls again at the probe's wait, no longer held to the latency budget.
     fn start_gain(&mut self, now: u64, probe: GainCandidate) -> Action {
+        // The polls go on at the gain's rate, not at the one interrupts just sampled.
+        self.est.gap_ns = probe.gap_ns.max(1);
         let plan = Plan {
             wait_ns: probe.wait_ns,
             batch: self.est.batch_in(probe.wait_ns).max(MIN_BATCH),
