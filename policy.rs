@@ -1167,7 +1167,12 @@ impl Policy {
                     self.slow_since = now;
                 }
                 self.slow_windows += 1;
-                if self.slow_windows >= GAIN_LOST_WINDOWS || gap >= reference.saturating_mul(2) {
+                // (A window of a few short polls may fall between two clumps: half the rate
+                // loses the gain only over a round of the depth.)
+                let full = count >= self.round();
+                if self.slow_windows >= GAIN_LOST_WINDOWS
+                    || full && gap >= reference.saturating_mul(2)
+                {
                     self.gain = false;
                     self.probed = true;
                     self.gain_held_ns = self.slow_since.saturating_sub(self.episode_start);
@@ -1280,7 +1285,7 @@ impl Policy {
         let count = self.window_count;
         // Completions interrupts' rate would have brought by now.
         let expected = now.saturating_sub(self.window_start) / self.est.ref_gap_ns.max(1);
-        let least = JUDGE_MIN.max(self.est.depth_x16 / 16);
+        let least = self.round();
         if self.probe_climbing {
             // A probe's wait first seeks where the CPU is just saturated; one that halves the
             // rate meanwhile fails once interrupts would have brought a window's completions.
@@ -1343,6 +1348,11 @@ impl Policy {
         let elapsed = now.checked_sub(since).filter(|&e| e > 0)?;
         let idle = cpu_idle_ns()?.saturating_sub(idle_then);
         Some(100u64.saturating_sub(idle.saturating_mul(100) / elapsed))
+    }
+
+    /// The completions a window is judged over: a round of the depth, at least [`JUDGE_MIN`].
+    fn round(&self) -> u64 {
+        JUDGE_MIN.max(self.est.depth_x16 / 16)
     }
 
     /// Starts a new judgment window at `now`.
