@@ -139,6 +139,12 @@ pub(crate) const JUDGE_POLLS: u32 = 8;
 /// its gain: it ends as a failed probe.
 const GAIN_LOST_WINDOWS: u32 = 3;
 
+/// A gain is judged against interrupts' rate measured when it was confirmed, which the host's
+/// or the load's drift makes stale: after reaping this many completions, the gain is confirmed
+/// again against a fresh measurement. That takes a warm-up and a reference of
+/// [`BASELINE_MIN`] completions each on interrupts, a thirty-third of the whole.
+pub(crate) const RECONFIRM_COMPLETIONS: u64 = 32 * 2 * BASELINE_MIN;
+
 /// A failed episode backs off until the queue took at least this many times the interrupts the
 /// episode cost (its polls and the replayed one), counted: failures cost at most a third of a
 /// percent of the interrupts.
@@ -1136,20 +1142,23 @@ impl Policy {
         // A gain is only taken for one against interrupts' rate measured again right after
         // the episode: the load may have grown since the reference was measured.
         if first && self.may_gain && (beats || probe) {
-            self.gain_to_confirm = Some(GainCandidate {
+            return Some(self.confirm_gain(GainCandidate {
                 gap_ns: gap,
                 wait_ns: self.wait_ns,
                 duration_ns: now.saturating_sub(self.episode_start),
                 probe,
-            });
-            // A loop the CPU paces takes a while to fall back to interrupts' pace: its
-            // reference waits for a longer warm-up.
-            self.est.forget_rate();
-            self.est.ref_warmup = self.est.ref_warmup.max(BASELINE_MIN);
-            return Some(Ending::Resample);
+            }));
         }
         self.smooth_gap_ns = ewma(self.smooth_gap_ns, gap);
         let smooth = self.smooth_gap_ns;
+        if self.gain && self.episode_reaped >= RECONFIRM_COMPLETIONS {
+            return Some(self.confirm_gain(GainCandidate {
+                gap_ns: smooth,
+                wait_ns: self.wait_ns,
+                duration_ns: now.saturating_sub(self.episode_start),
+                probe: false,
+            }));
+        }
         if self.gain {
             let last = core::mem::replace(&mut self.last_window_gap_ns, gap);
             let saturated = busy.is_some_and(|b| b >= CLIMB_BUSY_PERCENT);
@@ -1238,6 +1247,17 @@ impl Policy {
             *rate = ((*rate).max(FIT_MIN) * 5 / 4).min(FIT_ONE);
         }
         None
+    }
+
+    /// Ends the episode to measure interrupts' rate afresh: the next sample takes `candidate`'s
+    /// gain only if its rate beats that one.
+    fn confirm_gain(&mut self, candidate: GainCandidate) -> Ending {
+        self.gain_to_confirm = Some(candidate);
+        // A loop the CPU paces takes a while to fall back to interrupts' pace: its reference
+        // waits for a longer warm-up.
+        self.est.forget_rate();
+        self.est.ref_warmup = self.est.ref_warmup.max(BASELINE_MIN);
+        Ending::Resample
     }
 
     /// The poll within the latency budget: its wait lies between the shortest that pays and the

@@ -78,8 +78,19 @@ fn polling() -> (Policy, u64) {
 /// Polls every `wait` after `now` (as the policy asks), each reaping what the stream's rate
 /// brings in that time, after `latency` in the device and half the wait on average in the CQ,
 /// `n` of them. Returns the time of the last and the last action.
-fn poll_at_rate(pol: &mut Policy, mut now: u64, n: u32, gap: u64, latency: u64) -> (u64, Action) {
-    let p = params();
+fn poll_at_rate(pol: &mut Policy, now: u64, n: u32, gap: u64, latency: u64) -> (u64, Action) {
+    poll_at_rate_with(pol, now, n, gap, latency, &params())
+}
+
+/// [`poll_at_rate`] with parameters `p`.
+fn poll_at_rate_with(
+    pol: &mut Policy,
+    mut now: u64,
+    n: u32,
+    gap: u64,
+    latency: u64,
+    p: &Params,
+) -> (u64, Action) {
     let start = now;
     let mut arrived = 0;
     let mut action = Action::Stay;
@@ -92,7 +103,7 @@ fn poll_at_rate(pol: &mut Policy, mut now: u64, n: u32, gap: u64, latency: u64) 
         arrived += count;
         // A CPU the queue keeps saturated (only episodes on a busy CPU ask).
         let reaped = timed(count as u32, latency + wait / 2);
-        action = pol.on_timer(now, 0, reaped, 32, &p, || Some(0));
+        action = pol.on_timer(now, 0, reaped, 32, p, || Some(0));
         if !matches!(action, Action::Rearm { .. }) {
             break;
         }
@@ -913,10 +924,42 @@ fn paced_by_the_cpu_an_episode_no_faster_than_interrupts_loses_the_gain() {
 }
 
 #[test]
+fn paced_by_the_cpu_a_gain_is_confirmed_again_against_a_fresh_sample() {
+    // Episodes as long as the defaults allow: the gain, not the cap on polls, ends this one.
+    let p = Params {
+        episode_polls: crate::defaults().episode_polls,
+        ..params()
+    };
+    // Interrupts as fast as when the gain was confirmed, or twice as fast (the host sped up).
+    for (irq_every, holds) in [(EVERY, true), (EVERY / 2, false)] {
+        let (mut pol, now) = paced_by_cpu();
+        // The gain holds (an 800 ns gap against interrupts' 1 us) until it has reaped enough
+        // to be confirmed again: the queue samples interrupts afresh.
+        let (end, action) = poll_at_rate_with(&mut pol, now, u32::MAX, 800, CPU_LATENCY, &p);
+        assert_eq!(
+            action,
+            Action::StopPolling {
+                ending: Ending::Resample
+            }
+        );
+        let reaped = (end - now) / 800;
+        assert!(
+            (RECONFIRM_COMPLETIONS..RECONFIRM_COMPLETIONS + RECONFIRM_COMPLETIONS / 16)
+                .contains(&reaped),
+            "{reaped}"
+        );
+        // The gain goes on only if it still beats interrupts.
+        let (action, _) = sample_on(&mut pol, end, irq_every, timed(4, CPU_LATENCY), 12, true);
+        assert!(matches!(action, Action::StartPolling { .. }), "{action:?}");
+        assert_eq!(pol.paced_by_cpu(), holds, "interrupts every {irq_every} ns");
+    }
+}
+
+#[test]
 fn paced_by_the_cpu_a_gain_that_covers_its_loss_samples_again_at_once() {
     let (mut pol, now) = paced_by_cpu();
     // The gain holds for a while (an 800 ns gap against interrupts' 1 us) ...
-    let (now, action) = poll_at_rate(&mut pol, now, 900, 800, CPU_LATENCY);
+    let (now, action) = poll_at_rate(&mut pol, now, 45, 800, CPU_LATENCY);
     assert!(matches!(action, Action::Rearm { .. }), "{action:?}");
     // ... then a window at less than half the rate (a busy host) loses it. It held long enough
     // to have earned what that window can have cost: the queue samples again at once, with no
