@@ -1151,15 +1151,10 @@ impl Policy {
         }
         self.smooth_gap_ns = ewma(self.smooth_gap_ns, gap);
         let smooth = self.smooth_gap_ns;
-        if self.gain && self.episode_reaped >= RECONFIRM_COMPLETIONS {
-            return Some(self.confirm_gain(GainCandidate {
-                gap_ns: smooth,
-                wait_ns: self.wait_ns,
-                duration_ns: now.saturating_sub(self.episode_start),
-                probe: false,
-            }));
-        }
         if self.gain {
+            if self.episode_reaped >= RECONFIRM_COMPLETIONS {
+                return Some(self.confirm_gain(self.held_gain(now)));
+            }
             let last = core::mem::replace(&mut self.last_window_gap_ns, gap);
             let saturated = busy.is_some_and(|b| b >= CLIMB_BUSY_PERCENT);
             if smooth >= reference {
@@ -1247,6 +1242,16 @@ impl Policy {
             *rate = ((*rate).max(FIT_MIN) * 5 / 4).min(FIT_ONE);
         }
         None
+    }
+
+    /// The gain this episode holds at `now`, to be confirmed against interrupts' rate again.
+    fn held_gain(&self, now: u64) -> GainCandidate {
+        GainCandidate {
+            gap_ns: self.smooth_gap_ns,
+            wait_ns: self.wait_ns,
+            duration_ns: now.saturating_sub(self.episode_start),
+            probe: false,
+        }
     }
 
     /// Ends the episode to measure interrupts' rate afresh: the next sample takes `candidate`'s
@@ -1591,12 +1596,7 @@ impl Policy {
         // Paced by the CPU, a closed loop's device runs empty while the application holds
         // every request: the gain holds if the next sample still finds interrupts slower.
         if ending == Ending::Idle && self.gain {
-            self.gain_to_confirm = Some(GainCandidate {
-                gap_ns: self.smooth_gap_ns,
-                wait_ns: self.wait_ns,
-                duration_ns: now.saturating_sub(self.episode_start),
-                probe: false,
-            });
+            self.gain_to_confirm = Some(self.held_gain(now));
         }
         let mut irqs = 0;
         let backoff = match ending {
